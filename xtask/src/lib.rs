@@ -1,0 +1,89 @@
+//! Dataset tooling behind `cargo xtask`.
+//!
+//! Every command writes into a staging directory next to its output and renames it into
+//! place only when everything succeeded, so an interrupted or failed run never leaves a
+//! half-written dataset behind.
+#![warn(missing_docs)]
+
+pub mod prepare;
+pub mod synth;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Command line of `cargo xtask`.
+#[derive(Debug, Parser)]
+#[command(name = "xtask", about = "Dataset preparation and generation for the dml workspace")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The xtask subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Convert an official dataset archive into `<out>/manifest.csv` + `<out>/images/`.
+    Prepare(PrepareArgs),
+    /// Render the synthetic property set (Kobs et al. Table 5 analogue).
+    Synth(synth::SynthArgs),
+}
+
+/// Arguments of `cargo xtask prepare`.
+#[derive(Debug, Args)]
+pub struct PrepareArgs {
+    /// Which dataset.
+    #[command(subcommand)]
+    pub dataset: prepare::Dataset,
+    /// Options shared by every dataset.
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Options shared by every `prepare` subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Output directory (default: `data/<dataset>`).
+    #[arg(long, global = true)]
+    pub out: Option<PathBuf>,
+    /// Hold out the last N training classes as the `val` split for model selection.
+    #[arg(long, global = true, default_value_t = 0)]
+    pub val_classes: usize,
+    /// Replace an existing output directory.
+    #[arg(long, global = true)]
+    pub force: bool,
+    /// Skip the check of the official image counts (for subsets and test archives).
+    #[arg(long, global = true)]
+    pub no_verify_counts: bool,
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Prepare(args) => {
+            let manifest = prepare::run(&args.dataset, &args.common)?;
+            let counts: Vec<String> = manifest
+                .split_counts()
+                .iter()
+                .map(|(split, n)| format!("{split} {n}"))
+                .collect();
+            println!(
+                "wrote {} ({} images: {})",
+                manifest.root.join("manifest.csv").display(),
+                manifest.records.len(),
+                counts.join(", ")
+            );
+            Ok(())
+        }
+        Command::Synth(args) => {
+            let manifest = synth::run(&args)?;
+            println!(
+                "wrote {} ({} images)",
+                manifest.root.join("manifest.csv").display(),
+                manifest.records.len()
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! `cargo xtask …`: dataset preparation and synthetic data generation.
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = xtask::Cli::parse();
+    match xtask::run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

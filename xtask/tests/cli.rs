@@ -1,0 +1,173 @@
+//! The `xtask` binary on bad input: a clear error naming the input, a non-zero exit
+//! status, and no output directory left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tempdir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("xtask-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn xtask(args: &[&str]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .expect("run xtask");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Writes a gzipped IDX file.
+fn write_idx_gz(path: &Path, magic: u32, dims: &[u32], data: &[u8]) {
+    use std::io::Write;
+    let mut raw = magic.to_be_bytes().to_vec();
+    for d in dims {
+        raw.extend(d.to_be_bytes());
+    }
+    raw.extend(data);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&raw).unwrap();
+    std::fs::write(path, gz.finish().unwrap()).unwrap();
+}
+
+/// A miniature Fashion-MNIST: `n` images per part, labels cycling through 0–9.
+fn mini_fashion_mnist(src: &Path, n: u32) {
+    for part in ["train", "t10k"] {
+        let pixels: Vec<u8> = (0..n * 784).map(|i| (i % 251) as u8).collect();
+        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        write_idx_gz(
+            &src.join(format!("{part}-images-idx3-ubyte.gz")),
+            0x0803,
+            &[n, 28, 28],
+            &pixels,
+        );
+        write_idx_gz(&src.join(format!("{part}-labels-idx1-ubyte.gz")), 0x0801, &[n], &labels);
+    }
+}
+
+#[test]
+fn fashion_mnist_miniature_prepares_with_split_by_class() {
+    let root = tempdir("fm-ok");
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    mini_fashion_mnist(&src, 20);
+    let out = root.join("out");
+    let (ok, stderr) = xtask(&[
+        "prepare",
+        "fashion-mnist",
+        "--src",
+        src.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--no-verify-counts",
+        "--val-classes",
+        "1",
+    ]);
+    assert!(ok, "{stderr}");
+    let manifest = dml_data::Manifest::read(out.join("manifest.csv")).unwrap();
+    assert_eq!(manifest.records.len(), 40);
+    for record in &manifest.records {
+        let want = match record.class_id {
+            0..=3 => dml_data::Split::Train,
+            4 => dml_data::Split::Val,
+            _ => dml_data::Split::Test,
+        };
+        assert_eq!(record.split, want, "{record:?}");
+    }
+    assert_eq!(manifest.records[1].class_name, "Trouser");
+    // Pixels survive the PNG round trip exactly.
+    let img = image::open(out.join(&manifest.records[3].path)).unwrap().to_luma8();
+    assert_eq!(img.dimensions(), (28, 28));
+    let want: Vec<u8> = (3 * 784..4 * 784).map(|i| (i % 251) as u8).collect();
+    assert_eq!(img.as_raw(), &want);
+    // Without --no-verify-counts the miniature is refused with the official counts named.
+    let o2 = root.join("o2");
+    let (ok, stderr) = xtask(&[
+        "prepare",
+        "fashion-mnist",
+        "--src",
+        src.to_str().unwrap(),
+        "--out",
+        o2.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("expected 35000 images, found 20"), "{stderr}");
+    // Existing output is not overwritten without --force.
+    let (ok, stderr) = xtask(&[
+        "prepare",
+        "fashion-mnist",
+        "--src",
+        src.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!ok && stderr.contains("already exists"), "{stderr}");
+    let mut names = leftovers(&root);
+    names.sort();
+    assert_eq!(names, vec!["out", "src"]);
+}
+
+#[test]
+fn truncated_idx_archive_fails_cleanly() {
+    let root = tempdir("fm-truncated");
+    let src = root.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    mini_fashion_mnist(&src, 20);
+    let images = src.join("t10k-images-idx3-ubyte.gz");
+    let bytes = std::fs::read(&images).unwrap();
+    std::fs::write(&images, &bytes[..bytes.len() / 2]).unwrap();
+    let out = root.join("out");
+    let (ok, stderr) = xtask(&[
+        "prepare",
+        "fashion-mnist",
+        "--src",
+        src.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--no-verify-counts",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("t10k-images-idx3-ubyte.gz") && stderr.contains("truncated"),
+        "{stderr}"
+    );
+    assert_eq!(
+        leftovers(&root),
+        vec!["src"],
+        "no output and no staging directory left behind"
+    );
+}
+
+#[test]
+fn unknown_dataset_and_missing_source_are_reported() {
+    let (ok, stderr) = xtask(&["prepare", "imagenet"]);
+    assert!(!ok && stderr.contains("imagenet"), "{stderr}");
+    let root = tempdir("fm-missing");
+    let nowhere = root.join("nowhere");
+    let out = root.join("out");
+    let (ok, stderr) = xtask(&[
+        "prepare",
+        "fashion-mnist",
+        "--src",
+        nowhere.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        !ok && stderr.contains("nowhere") && stderr.contains("train-images-idx3-ubyte"),
+        "{stderr}"
+    );
+    assert!(leftovers(&root).is_empty());
+}
