@@ -28,6 +28,19 @@ pub enum Command {
     Prepare(PrepareArgs),
     /// Render the synthetic property set (Kobs et al. Table 5 analogue).
     Synth(synth::SynthArgs),
+    /// Validate an existing `manifest.csv` (e.g. a dataset you assembled yourself).
+    Check(CheckArgs),
+}
+
+/// Arguments of `cargo xtask check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The manifest to validate: every line's syntax, every listed file's existence,
+    /// duplicate paths, class names, splits disjoint by class, ≥ 2 images per class.
+    pub manifest: PathBuf,
+    /// Also decode every image (in parallel), as training would.
+    #[arg(long)]
+    pub decode: bool,
 }
 
 /// Arguments of `cargo xtask prepare`.
@@ -72,6 +85,25 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 "wrote {} ({} images: {})",
                 manifest.root.join("manifest.csv").display(),
                 manifest.records.len(),
+                counts.join(", ")
+            );
+            Ok(())
+        }
+        Command::Check(args) => {
+            let manifest = dml_data::Manifest::read(&args.manifest)?;
+            if args.decode {
+                prepare::verify_images(&manifest)?;
+            }
+            let counts: Vec<String> = manifest
+                .split_counts()
+                .iter()
+                .map(|(split, n)| format!("{split} {n}"))
+                .collect();
+            println!(
+                "{} is valid ({} images{}: {})",
+                args.manifest.display(),
+                manifest.records.len(),
+                if args.decode { ", all decoded" } else { "" },
                 counts.join(", ")
             );
             Ok(())

@@ -171,3 +171,45 @@ fn unknown_dataset_and_missing_source_are_reported() {
     );
     assert!(leftovers(&root).is_empty());
 }
+
+#[test]
+fn check_validates_a_manifest_and_names_bad_lines() {
+    let root = tempdir("check");
+    std::fs::create_dir_all(root.join("images")).unwrap();
+    let img = image::RgbImage::from_fn(8, 8, |x, y| image::Rgb([(x * 30) as u8, (y * 30) as u8, 9]));
+    for name in ["a", "b", "c", "d"] {
+        img.save(root.join(format!("images/{name}.jpg"))).unwrap();
+    }
+    let manifest = root.join("manifest.csv");
+    let head = "path,class_id,class_name,split\n";
+    let good =
+        format!("{head}images/a.jpg,0,x,train\nimages/b.jpg,0,x,train\nimages/c.jpg,1,y,test\nimages/d.jpg,1,y,test\n");
+    std::fs::write(&manifest, &good).unwrap();
+    let path = manifest.to_str().unwrap();
+    let (ok, stderr) = xtask(&["check", path, "--decode"]);
+    assert!(ok, "{stderr}");
+
+    std::fs::write(&manifest, format!("{good}images/e.jpg,1,y,test\n")).unwrap();
+    let (ok, stderr) = xtask(&["check", path]);
+    assert!(
+        !ok && stderr.contains("manifest.csv:6") && stderr.contains("e.jpg"),
+        "{stderr}"
+    );
+
+    std::fs::write(&manifest, format!("{good}images/e.jpg,1,test\n")).unwrap();
+    let (ok, stderr) = xtask(&["check", path]);
+    assert!(
+        !ok && stderr.contains("manifest.csv:6") && stderr.contains("expected 4 columns"),
+        "{stderr}"
+    );
+
+    // A truncated JPEG passes the file checks but not decoding.
+    std::fs::write(&manifest, &good).unwrap();
+    let bytes = std::fs::read(root.join("images/c.jpg")).unwrap();
+    std::fs::write(root.join("images/c.jpg"), &bytes[..bytes.len() - 40]).unwrap();
+    let (ok, stderr) = xtask(&["check", path, "--decode"]);
+    assert!(
+        !ok && stderr.contains("images/c.jpg") && stderr.contains("truncated"),
+        "{stderr}"
+    );
+}

@@ -23,6 +23,7 @@ use clap::Subcommand;
 use dml_data::{Manifest, Split};
 
 pub use staging::Staging;
+pub(crate) use verify::verify_images;
 
 use crate::CommonArgs;
 
