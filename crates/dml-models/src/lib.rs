@@ -1,5 +1,19 @@
-//! Backbones (ResNet-18/50 in the torchvision layout, BN-Inception, a small CNN for
-//! tests) that return every stage's feature map, embedding heads and weight import.
+//! Backbones for deep metric learning that return every stage's feature map, and
+//! embedding heads.
 //!
-//! This crate is part of the workspace layout of `DESIGN.md`; its components arrive with
-//! the backbone issue and deliberately expose nothing until they are real.
+//! DIML matches the last feature map, AVSL builds its graph from layers 2–4, and Grad-CAM
+//! can explain any stage, so [`ResNet::forward_features`] returns the stem and all four
+//! layer outputs. Weights in torchvision's `state_dict` layout (`.pth`) load through
+//! [`ResNet::load_torchvision`], which reports missing and unused keys and fails on a
+//! shape mismatch naming the key and both shapes.
+#![warn(missing_docs)]
+
+mod error;
+mod head;
+mod resnet;
+mod small_cnn;
+
+pub use error::ModelError;
+pub use head::{EmbeddingHead, EmbeddingHeadConfig, Pooling};
+pub use resnet::{BlockKind, FeatureMaps, LoadReport, ResNet, ResNetConfig};
+pub use small_cnn::{SmallCnn, SmallCnnConfig};

@@ -1,0 +1,310 @@
+//! ResNet-18/50 in torchvision's layout (He et al., 2016; `torchvision.models.resnet`).
+
+use std::path::Path;
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
+use burn::store::{ModuleSnapshot, PytorchStore};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+
+use crate::error::ModelError;
+
+/// The residual block type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum BlockKind {
+    /// Two 3×3 convolutions (ResNet-18/34), expansion 1.
+    Basic,
+    /// 1×1 → 3×3 (strided) → 1×1 convolutions (ResNet-50/101/152), expansion 4.
+    Bottleneck,
+}
+
+impl BlockKind {
+    /// Output channels per unit of stage width.
+    pub fn expansion(self) -> usize {
+        match self {
+            BlockKind::Basic => 1,
+            BlockKind::Bottleneck => 4,
+        }
+    }
+}
+
+/// A ResNet's architecture: block type, blocks per stage and stage widths.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ResNetConfig {
+    /// Residual block type.
+    pub block: BlockKind,
+    /// Blocks in layer1–layer4 (ResNet-18: 2,2,2,2; ResNet-50: 3,4,6,3).
+    pub layers: [usize; 4],
+    /// Base widths of layer1–layer4 (torchvision: 64,128,256,512); a stage outputs
+    /// `width · expansion` channels.
+    pub widths: [usize; 4],
+    /// Classes of the `fc` layer, or `None` for a headless backbone.
+    pub num_classes: Option<usize>,
+}
+
+impl ResNetConfig {
+    /// torchvision's `resnet18` (without the classifier unless `num_classes` is set).
+    pub fn resnet18() -> Self {
+        Self {
+            block: BlockKind::Basic,
+            layers: [2, 2, 2, 2],
+            widths: [64, 128, 256, 512],
+            num_classes: None,
+        }
+    }
+
+    /// torchvision's `resnet50` (without the classifier unless `num_classes` is set).
+    pub fn resnet50() -> Self {
+        Self {
+            block: BlockKind::Bottleneck,
+            layers: [3, 4, 6, 3],
+            widths: [64, 128, 256, 512],
+            num_classes: None,
+        }
+    }
+
+    /// Channels of the last feature map (`widths[3] · expansion`: 512 for ResNet-18,
+    /// 2048 for ResNet-50).
+    pub fn out_channels(&self) -> usize {
+        self.widths[3] * self.block.expansion()
+    }
+
+    /// Builds the network with fresh (Kaiming) weights on `device`.
+    pub fn init(&self, device: &Device) -> Result<ResNet, ModelError> {
+        if self.layers.contains(&0) || self.widths.contains(&0) || self.num_classes == Some(0) {
+            return Err(ModelError::Config(format!(
+                "every stage needs at least one block and a positive width (layers {:?}, widths {:?}, classes {:?})",
+                self.layers, self.widths, self.num_classes
+            )));
+        }
+        let stem = self.widths[0];
+        let conv1 = conv(3, stem, 7, 2, 3, device);
+        let bn1 = BatchNormConfig::new(stem).init(device);
+        let maxpool = MaxPool2dConfig::new([3, 3])
+            .with_strides([2, 2])
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .init();
+        let mut in_channels = stem;
+        let mut stages: Vec<Vec<Block>> = Vec::with_capacity(4);
+        for (stage, (&blocks, &width)) in self.layers.iter().zip(&self.widths).enumerate() {
+            let stride = if stage == 0 { 1 } else { 2 };
+            let out_channels = width * self.block.expansion();
+            let mut layer = Vec::with_capacity(blocks);
+            for b in 0..blocks {
+                let s = if b == 0 { stride } else { 1 };
+                layer.push(Block::new(self.block, in_channels, width, s, device));
+                in_channels = out_channels;
+            }
+            stages.push(layer);
+        }
+        let fc = self.num_classes.map(|c| LinearConfig::new(in_channels, c).init(device));
+        let mut stages = stages.into_iter();
+        let mut next = || stages.next().expect("four stages");
+        Ok(ResNet {
+            conv1,
+            bn1,
+            maxpool,
+            layer1: next(),
+            layer2: next(),
+            layer3: next(),
+            layer4: next(),
+            fc,
+        })
+    }
+}
+
+fn conv(inp: usize, out: usize, kernel: usize, stride: usize, pad: usize, device: &Device) -> Conv2d {
+    Conv2dConfig::new([inp, out], [kernel, kernel])
+        .with_stride([stride, stride])
+        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+        .with_bias(false)
+        .init(device)
+}
+
+/// The 1×1 strided projection of a block's shortcut (torchvision's `downsample.0/1`).
+#[derive(Module, Debug)]
+pub struct Downsample {
+    conv: Conv2d,
+    bn: BatchNorm,
+}
+
+/// A residual block. A basic block has no `conv3`/`bn3`; a bottleneck has both. The
+/// field names are torchvision's, so state-dict keys map one to one.
+#[derive(Module, Debug)]
+pub struct Block {
+    conv1: Conv2d,
+    bn1: BatchNorm,
+    conv2: Conv2d,
+    bn2: BatchNorm,
+    conv3: Option<Conv2d>,
+    bn3: Option<BatchNorm>,
+    downsample: Option<Downsample>,
+}
+
+impl Block {
+    fn new(kind: BlockKind, in_channels: usize, width: usize, stride: usize, device: &Device) -> Self {
+        let out_channels = width * kind.expansion();
+        let downsample = (stride != 1 || in_channels != out_channels).then(|| Downsample {
+            conv: conv(in_channels, out_channels, 1, stride, 0, device),
+            bn: BatchNormConfig::new(out_channels).init(device),
+        });
+        match kind {
+            BlockKind::Basic => Self {
+                conv1: conv(in_channels, width, 3, stride, 1, device),
+                bn1: BatchNormConfig::new(width).init(device),
+                conv2: conv(width, width, 3, 1, 1, device),
+                bn2: BatchNormConfig::new(width).init(device),
+                conv3: None,
+                bn3: None,
+                downsample,
+            },
+            // torchvision (ResNet v1.5) strides the 3×3 convolution, not the first 1×1.
+            BlockKind::Bottleneck => Self {
+                conv1: conv(in_channels, width, 1, 1, 0, device),
+                bn1: BatchNormConfig::new(width).init(device),
+                conv2: conv(width, width, 3, stride, 1, device),
+                bn2: BatchNormConfig::new(width).init(device),
+                conv3: Some(conv(width, out_channels, 1, 1, 0, device)),
+                bn3: Some(BatchNormConfig::new(out_channels).init(device)),
+                downsample,
+            },
+        }
+    }
+
+    /// `[B, C_in, H, W]` → `[B, C_out, H/stride, W/stride]`.
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let identity = match &self.downsample {
+            Some(d) => d.bn.forward(d.conv.forward(x.clone())),
+            None => x.clone(),
+        };
+        let mut out = relu(self.bn1.forward(self.conv1.forward(x)));
+        out = self.bn2.forward(self.conv2.forward(out));
+        if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
+            out = bn3.forward(conv3.forward(relu(out)));
+        }
+        relu(out + identity)
+    }
+}
+
+/// A ResNet backbone (and optional classifier) in torchvision's layout.
+#[derive(Module, Debug)]
+pub struct ResNet {
+    conv1: Conv2d,
+    bn1: BatchNorm,
+    maxpool: MaxPool2d,
+    layer1: Vec<Block>,
+    layer2: Vec<Block>,
+    layer3: Vec<Block>,
+    layer4: Vec<Block>,
+    fc: Option<Linear>,
+}
+
+/// Every stage's output of a backbone.
+#[derive(Debug, Clone)]
+pub struct FeatureMaps {
+    /// `[stem, layer1, layer2, layer3, layer4]`, each `[B, C_s, H_s, W_s]`; for a 224²
+    /// input the spatial sizes are 56, 56, 28, 14, 7.
+    pub stages: Vec<Tensor<4>>,
+}
+
+impl FeatureMaps {
+    /// The last stage (`layer4`).
+    pub fn last(&self) -> &Tensor<4> {
+        self.stages.last().expect("a backbone has stages")
+    }
+}
+
+/// What [`ResNet::load_torchvision`] did with the file's keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Model parameters that were loaded.
+    pub applied: usize,
+    /// Model parameters the file lacks (only with `allow_missing`), torchvision-named.
+    pub missing: Vec<String>,
+    /// File tensors the model has no place for (e.g. `fc.*` for a headless backbone,
+    /// `num_batches_tracked`).
+    pub unused: Vec<String>,
+}
+
+impl ResNet {
+    /// The stem and the four stages: `[B, 3, H, W]` → [`FeatureMaps`].
+    pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
+        let stem = self.maxpool.forward(relu(self.bn1.forward(self.conv1.forward(images))));
+        let mut stages = vec![stem];
+        for layer in [&self.layer1, &self.layer2, &self.layer3, &self.layer4] {
+            let x = layer
+                .iter()
+                .fold(stages.last().expect("stem").clone(), |x, block| block.forward(x));
+            stages.push(x);
+        }
+        FeatureMaps { stages }
+    }
+
+    /// Classifier logits `[B, num_classes]` (global average pooling of `layer4`, then
+    /// `fc`), or `None` for a headless backbone.
+    pub fn forward_logits(&self, images: Tensor<4>) -> Option<Tensor<2>> {
+        let fc = self.fc.as_ref()?;
+        let maps = self.forward_features(images);
+        let pooled: Tensor<2> = maps.last().clone().mean_dim(3).mean_dim(2).flatten(1, 3);
+        Some(fc.forward(pooled))
+    }
+
+    /// Loads a torchvision `state_dict` saved with `torch.save` (`.pth`).
+    ///
+    /// Keys map one to one except torchvision's `downsample.0/1`, which become
+    /// `downsample.conv/bn`. A tensor whose shape differs from the model's is an error
+    /// naming the key and both shapes; a parameter the file lacks is an error unless
+    /// `allow_missing` (e.g. a fresh classifier). Tensors the model has no place for are
+    /// returned in [`LoadReport::unused`].
+    pub fn load_torchvision(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
+        if !path.is_file() {
+            return Err(ModelError::Read {
+                path: path.to_path_buf(),
+                message: "no such file".into(),
+            });
+        }
+        let mut store = PytorchStore::from_file(path)
+            .with_key_remapping(r"\.downsample\.0\.", ".downsample.conv.")
+            .with_key_remapping(r"\.downsample\.1\.", ".downsample.bn.")
+            .allow_partial(true);
+        let result = self.load_from(&mut store).map_err(|e| ModelError::Read {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        if !result.errors.is_empty() {
+            let message = result
+                .errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(ModelError::Mismatch {
+                path: path.to_path_buf(),
+                message,
+            });
+        }
+        let missing: Vec<String> = result.missing.iter().map(|(key, _)| torchvision_name(key)).collect();
+        if !missing.is_empty() && !allow_missing {
+            return Err(ModelError::Missing {
+                path: path.to_path_buf(),
+                keys: missing,
+            });
+        }
+        Ok(LoadReport {
+            applied: result.applied.len(),
+            missing,
+            unused: result.unused.clone(),
+        })
+    }
+}
+
+/// Burn parameter path → the torchvision key a user would look for.
+fn torchvision_name(key: &str) -> String {
+    key.replace(".downsample.conv.", ".downsample.0.")
+        .replace(".downsample.bn.", ".downsample.1.")
+        .replace(".gamma", ".weight")
+        .replace(".beta", ".bias")
+}

@@ -1,0 +1,98 @@
+//! A small CNN for CPU tests and the default demo.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+
+use crate::error::ModelError;
+use crate::resnet::FeatureMaps;
+
+/// Four conv(3×3)-BN-ReLU stages; every stage after the first halves the resolution
+/// with a 2×2 max-pool first (28² → 28, 14, 7, 3).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SmallCnnConfig {
+    /// Input channels (3 for RGB).
+    pub in_channels: usize,
+    /// Output channels of the four stages (default 32, 64, 128, 256).
+    pub widths: [usize; 4],
+}
+
+impl Default for SmallCnnConfig {
+    fn default() -> Self {
+        Self {
+            in_channels: 3,
+            widths: [32, 64, 128, 256],
+        }
+    }
+}
+
+impl SmallCnnConfig {
+    /// Channels of the last feature map.
+    pub fn out_channels(&self) -> usize {
+        self.widths[3]
+    }
+
+    /// Builds the network with fresh weights on `device`.
+    pub fn init(&self, device: &Device) -> Result<SmallCnn, ModelError> {
+        if self.in_channels == 0 || self.widths.contains(&0) {
+            return Err(ModelError::Config(format!(
+                "small CNN channels must be positive (in {}, widths {:?})",
+                self.in_channels, self.widths
+            )));
+        }
+        let mut input = self.in_channels;
+        let stages = self
+            .widths
+            .iter()
+            .map(|&w| {
+                let stage = ConvBnRelu {
+                    conv: Conv2dConfig::new([input, w], [3, 3])
+                        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                        .with_bias(false)
+                        .init(device),
+                    bn: BatchNormConfig::new(w).init(device),
+                };
+                input = w;
+                stage
+            })
+            .collect();
+        Ok(SmallCnn {
+            stages,
+            pool: MaxPool2dConfig::new([2, 2]).init(),
+        })
+    }
+}
+
+/// One conv-BN-ReLU stage.
+#[derive(Module, Debug)]
+pub struct ConvBnRelu {
+    conv: Conv2d,
+    bn: BatchNorm,
+}
+
+/// The small CNN of [`SmallCnnConfig`].
+#[derive(Module, Debug)]
+pub struct SmallCnn {
+    stages: Vec<ConvBnRelu>,
+    pool: MaxPool2d,
+}
+
+impl SmallCnn {
+    /// `[B, C, H, W]` → the four stage outputs, `[B, widths[s], H/2^s, W/2^s]`
+    /// (floor division).
+    pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
+        let mut x = images;
+        let mut stages = Vec::with_capacity(4);
+        for (s, stage) in self.stages.iter().enumerate() {
+            if s > 0 {
+                x = self.pool.forward(x);
+            }
+            x = relu(stage.bn.forward(stage.conv.forward(x)));
+            stages.push(x.clone());
+        }
+        FeatureMaps { stages }
+    }
+}
