@@ -71,21 +71,26 @@ pub struct CommonArgs {
     pub no_verify_counts: bool,
 }
 
+/// "train 35000, test 35000": the images per split, for the commands' reports.
+fn split_summary(manifest: &dml_data::Manifest) -> String {
+    let counts: Vec<String> = manifest
+        .split_counts()
+        .iter()
+        .map(|(split, n)| format!("{split} {n}"))
+        .collect();
+    counts.join(", ")
+}
+
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Prepare(args) => {
             let manifest = prepare::run(&args.dataset, &args.common)?;
-            let counts: Vec<String> = manifest
-                .split_counts()
-                .iter()
-                .map(|(split, n)| format!("{split} {n}"))
-                .collect();
             println!(
                 "wrote {} ({} images: {})",
                 manifest.root.join("manifest.csv").display(),
                 manifest.records.len(),
-                counts.join(", ")
+                split_summary(&manifest)
             );
             Ok(())
         }
@@ -94,17 +99,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             if args.decode {
                 prepare::verify_images(&manifest)?;
             }
-            let counts: Vec<String> = manifest
-                .split_counts()
-                .iter()
-                .map(|(split, n)| format!("{split} {n}"))
-                .collect();
             println!(
                 "{} is valid ({} images{}: {})",
                 args.manifest.display(),
                 manifest.records.len(),
                 if args.decode { ", all decoded" } else { "" },
-                counts.join(", ")
+                split_summary(&manifest)
             );
             Ok(())
         }
