@@ -10,10 +10,12 @@
 
 mod error;
 mod head;
+mod model;
 mod resnet;
 mod small_cnn;
 
 pub use error::ModelError;
 pub use head::{EmbeddingHead, EmbeddingHeadConfig, Pooling};
+pub use model::{Backbone, BackboneConfig, EmbeddingModel, EmbeddingModelConfig};
 pub use resnet::{BlockKind, FeatureMaps, LoadReport, ResNet, ResNetConfig};
 pub use small_cnn::{SmallCnn, SmallCnnConfig};

@@ -6,7 +6,7 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
-use burn::store::{ModuleSnapshot, PytorchStore};
+use burn::store::{ModuleSnapshot, ModuleStore, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
@@ -174,6 +174,19 @@ impl Block {
         }
     }
 
+    fn freeze_batchnorm(self) -> Self {
+        Self {
+            bn1: self.bn1.freeze(),
+            bn2: self.bn2.freeze(),
+            bn3: self.bn3.map(Module::freeze),
+            downsample: self.downsample.map(|d| Downsample {
+                conv: d.conv,
+                bn: d.bn.freeze(),
+            }),
+            ..self
+        }
+    }
+
     /// `[B, C_in, H, W]` → `[B, C_out, H/stride, W/stride]`.
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let identity = match &self.downsample {
@@ -260,16 +273,47 @@ impl ResNet {
     /// `allow_missing` (e.g. a fresh classifier). Tensors the model has no place for are
     /// returned in [`LoadReport::unused`].
     pub fn load_torchvision(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
-        if !path.is_file() {
-            return Err(ModelError::Read {
-                path: path.to_path_buf(),
-                message: "no such file".into(),
-            });
-        }
-        let mut store = PytorchStore::from_file(path)
+        check_file(path)?;
+        let store = PytorchStore::from_file(path)
             .with_key_remapping(r"\.downsample\.0\.", ".downsample.conv.")
             .with_key_remapping(r"\.downsample\.1\.", ".downsample.bn.")
             .allow_partial(true);
+        self.load_store(store, path, allow_missing)
+    }
+
+    /// Loads a torchvision-layout `state_dict` stored as safetensors (for example one
+    /// exported with `safetensors.torch.save_file(model.state_dict(), ...)`), with the
+    /// same key mapping, PyTorch → Burn naming (`weight`/`bias` → `gamma`/`beta` for
+    /// batch norm, transposed linear weights) and error reporting as
+    /// [`ResNet::load_torchvision`].
+    pub fn load_safetensors(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
+        check_file(path)?;
+        let store = SafetensorsStore::from_file(path)
+            .with_from_adapter(PyTorchToBurnAdapter)
+            .with_key_remapping(r"\.downsample\.0\.", ".downsample.conv.")
+            .with_key_remapping(r"\.downsample\.1\.", ".downsample.bn.")
+            .allow_partial(true);
+        self.load_store(store, path, allow_missing)
+    }
+
+    /// Loads `.pth` or `.safetensors` by file extension.
+    pub fn load_weights(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("safetensors") => self.load_safetensors(path, allow_missing),
+            Some("pth" | "pt" | "bin") => self.load_torchvision(path, allow_missing),
+            _ => Err(ModelError::Read {
+                path: path.to_path_buf(),
+                message: "unknown weight format: expected a .pth/.pt/.bin (torch.save) or .safetensors file".into(),
+            }),
+        }
+    }
+
+    fn load_store(
+        &mut self,
+        mut store: impl ModuleStore,
+        path: &Path,
+        allow_missing: bool,
+    ) -> Result<LoadReport, ModelError> {
         let result = self.load_from(&mut store).map_err(|e| ModelError::Read {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -297,6 +341,32 @@ impl ResNet {
             applied: result.applied.len(),
             missing,
             unused: result.unused.clone(),
+        })
+    }
+
+    /// Freezes every batch-norm layer: running statistics are used and no longer
+    /// updated, and the affine parameters receive no gradient (the "frozen BN" of the
+    /// DML papers' training recipes, e.g. Proxy-Anchor and DIML).
+    pub fn freeze_batchnorm(self) -> Self {
+        let freeze_blocks = |blocks: Vec<Block>| blocks.into_iter().map(Block::freeze_batchnorm).collect();
+        Self {
+            bn1: self.bn1.freeze(),
+            layer1: freeze_blocks(self.layer1),
+            layer2: freeze_blocks(self.layer2),
+            layer3: freeze_blocks(self.layer3),
+            layer4: freeze_blocks(self.layer4),
+            ..self
+        }
+    }
+}
+
+fn check_file(path: &Path) -> Result<(), ModelError> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(ModelError::Read {
+            path: path.to_path_buf(),
+            message: "no such file".into(),
         })
     }
 }

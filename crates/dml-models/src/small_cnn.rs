@@ -81,6 +81,22 @@ pub struct SmallCnn {
 }
 
 impl SmallCnn {
+    /// Freezes every batch-norm layer (running statistics used and not updated, affine
+    /// parameters without gradient).
+    pub fn freeze_batchnorm(self) -> Self {
+        Self {
+            stages: self
+                .stages
+                .into_iter()
+                .map(|s| ConvBnRelu {
+                    conv: s.conv,
+                    bn: s.bn.freeze(),
+                })
+                .collect(),
+            pool: self.pool,
+        }
+    }
+
     /// `[B, C, H, W]` → the four stage outputs, `[B, widths[s], H/2^s, W/2^s]`
     /// (floor division).
     pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {

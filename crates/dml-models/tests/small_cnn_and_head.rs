@@ -56,3 +56,61 @@ fn pooling_matches_hand_computed_values() {
         assert!((norm - 1.0).abs() < 1e-5, "{row:?}");
     }
 }
+
+#[test]
+fn frozen_batchnorm_keeps_running_statistics_and_gets_no_gradient() {
+    use burn::module::Module;
+    use dml_models::{BackboneConfig, EmbeddingModelConfig};
+    let device = Device::flex().autodiff();
+    let config = |freeze| EmbeddingModelConfig {
+        backbone: BackboneConfig::from_name("small_cnn").unwrap(),
+        dim: 8,
+        pooling: Pooling::Avg,
+        normalize: true,
+        freeze_batchnorm: freeze,
+    };
+    let images = Tensor::<4>::random([4, 3, 12, 12], burn::tensor::Distribution::Normal(2.0, 3.0), &device);
+    for freeze in [false, true] {
+        let model = config(freeze).init(&device).unwrap();
+        // A training-mode batch norm normalises with the batch statistics, a frozen one with
+        // the running statistics (mean 0, variance 1 at init): the outputs differ.
+        let before: Vec<u8> = model.valid().into_record().into_bytes().unwrap().to_vec();
+        let (emb, _) = model.forward_with_features(images.clone());
+        let grads = emb.sum().backward();
+        let after: Vec<u8> = model.valid().into_record().into_bytes().unwrap().to_vec();
+        // Running statistics are updated by a training-mode forward pass only (`valid` syncs
+        // the pending running-state update before the record is taken).
+        assert_eq!(
+            before == after,
+            freeze,
+            "freeze = {freeze}: running statistics changed = {}",
+            before != after
+        );
+        let mut params = 0;
+        let mut with_grad = 0;
+        model.backbone.visit(&mut CountGrads {
+            grads: &grads,
+            params: &mut params,
+            with_grad: &mut with_grad,
+        });
+        // The small CNN's convolutions have no bias: 4 conv weights, 4 × (gamma, beta) and
+        // 4 × (running mean, running variance); the running statistics never get a gradient.
+        assert_eq!(params, 20);
+        assert_eq!(with_grad, if freeze { 4 } else { 12 }, "freeze = {freeze}");
+    }
+}
+
+struct CountGrads<'a> {
+    grads: &'a burn::tensor::Gradients,
+    params: &'a mut usize,
+    with_grad: &'a mut usize,
+}
+
+impl burn::module::ModuleVisitor for CountGrads<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+        *self.params += 1;
+        if param.val().grad(self.grads).is_some() {
+            *self.with_grad += 1;
+        }
+    }
+}

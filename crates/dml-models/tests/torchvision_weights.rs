@@ -3,40 +3,52 @@
 //!
 //! Reads every `resnet_forward` case (`*.json`) in `$DML_REFERENCE_DIR`, defaulting to
 //! the workspace's `tests/fixtures/weights`, with the `.pth` named by the case beside it,
-//! and names every failing case.
+//! and names every failing case. Each case is loaded twice: from the `.pth` and from a
+//! `.safetensors` rewrite of it.
 
 use std::path::{Path, PathBuf};
 
 use burn::tensor::{Device, Tensor, TensorData};
 use dml_models::{BlockKind, ResNetConfig};
+use dml_testkit::{Array, Case, Report, cases_or_panic, get};
 use serde_json::Value;
 
-fn case_dir() -> PathBuf {
-    std::env::var_os("DML_REFERENCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/weights")))
-}
-
-fn flatten(v: &Value, out: &mut Vec<f64>) {
-    match v {
-        Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
-        Value::Number(n) => out.push(n.as_f64().expect("number")),
-        other => panic!("unexpected JSON value {other}"),
+/// Rewrites a `.pth` state dict as a `.safetensors` file with the same (torchvision) key
+/// names, byte for byte, using only the PyTorch reader and the safetensors format
+/// definition (8-byte little-endian header length, JSON header, raw data), so that the
+/// safetensors import is checked against PyTorch's numbers, not against our own writer.
+fn pth_to_safetensors(pth: &Path, out: &Path) {
+    let reader = burn::store::pytorch_reader::PytorchReader::new(pth).expect("read .pth");
+    let mut keys = reader.keys();
+    keys.sort();
+    let mut header = serde_json::Map::new();
+    let mut data = Vec::new();
+    for key in &keys {
+        let t = reader.get(key).expect("key listed");
+        let bytes = t.read().expect("tensor bytes");
+        let dtype = match format!("{:?}", t.dtype()).as_str() {
+            "F32" | "Float32" => "F32",
+            "I64" | "Int64" => "I64",
+            other => panic!("unexpected dtype {other} for {key}"),
+        };
+        header.insert(
+            key.clone(),
+            serde_json::json!({"dtype": dtype, "shape": t.shape(), "data_offsets": [data.len(), data.len() + bytes.len()]}),
+        );
+        data.extend_from_slice(&bytes);
     }
-}
-
-fn shape_of(v: &Value) -> Vec<usize> {
-    let mut shape = Vec::new();
-    let mut cur = v;
-    while let Value::Array(items) = cur {
-        shape.push(items.len());
-        cur = &items[0];
+    let mut json = serde_json::to_vec(&Value::Object(header)).unwrap();
+    while json.len() % 8 != 0 {
+        json.push(b' ');
     }
-    shape
+    let mut file = (json.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(&json);
+    file.extend_from_slice(&data);
+    std::fs::write(out, file).unwrap();
 }
 
-fn config_of(case: &Value) -> Result<ResNetConfig, String> {
-    let c = &case["config"];
+fn config_of(case: &Case) -> Result<ResNetConfig, String> {
+    let c = case.field("config")?;
     let block = match c["block"].as_str() {
         Some("BasicBlock") => BlockKind::Basic,
         Some("Bottleneck") => BlockKind::Bottleneck,
@@ -63,114 +75,69 @@ fn config_of(case: &Value) -> Result<ResNetConfig, String> {
     })
 }
 
-fn compare(name: &str, got: &[f32], want: &Value, rel: f64, abs: f64) -> Result<(), String> {
-    let mut expected = Vec::new();
-    flatten(want, &mut expected);
-    if got.len() != expected.len() {
-        return Err(format!("{name}: {} values, expected {}", got.len(), expected.len()));
-    }
-    let (worst, i) = got
-        .iter()
-        .zip(&expected)
-        .enumerate()
-        .map(|(i, (&g, &w))| (((g as f64) - w).abs() - (abs + rel * w.abs()), i))
-        .fold((f64::NEG_INFINITY, 0), |a, b| if b.0 > a.0 { b } else { a });
-    if worst > 0.0 {
-        return Err(format!("{name}[{i}]: got {} want {}", got[i], expected[i]));
-    }
-    Ok(())
+fn to_f64(t: Tensor<4>) -> Result<Vec<f64>, String> {
+    let v = t.into_data().try_to_vec::<f32>().map_err(|e| format!("{e:?}"))?;
+    Ok(v.into_iter().map(f64::from).collect())
 }
 
-fn run_case(path: &Path, case: &Value) -> Result<(), String> {
+/// Loads the case's weights in `format` ("pth" or "safetensors") and compares `layer4`
+/// and `logits` with PyTorch's.
+fn run_case(case: &Case, format: &str) -> Result<(), String> {
     let device = Device::flex();
     let config = config_of(case)?;
     let mut model = config.init(&device).map_err(|e| e.to_string())?;
-    let weights = path.with_file_name(
-        case["config"]["weights_file"]
+    let pth = case.path.with_file_name(
+        get(&case.json, "config.weights_file")?
             .as_str()
-            .ok_or("config.weights_file missing")?,
+            .ok_or("config.weights_file is not a string")?,
     );
-    let report = model.load_torchvision(&weights, false).map_err(|e| e.to_string())?;
+    let report = if format == "pth" {
+        model.load_torchvision(&pth, false)
+    } else {
+        let dir = std::env::temp_dir().join(format!("dml-models-st-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let st = dir.join(format!("{}.safetensors", case.file_name()));
+        pth_to_safetensors(&pth, &st);
+        model.load_weights(&st, false)
+    }
+    .map_err(|e| e.to_string())?;
     // Only BatchNorm's step counters have no place in the model.
     if let Some(bad) = report.unused.iter().find(|k| !k.ends_with("num_batches_tracked")) {
         return Err(format!("unexpected unused key {bad}"));
     }
-    let images = &case["inputs"]["images"];
-    let mut pixels = Vec::new();
-    flatten(images, &mut pixels);
-    let shape = shape_of(images);
-    let input = Tensor::<4>::from_data(
-        TensorData::new(pixels.iter().map(|&x| x as f32).collect::<Vec<f32>>(), shape.clone()),
-        &device,
-    );
-    let (rel, abs) = (
-        case["tolerance"]["rel"].as_f64().unwrap_or(1e-4),
-        case["tolerance"]["abs"].as_f64().unwrap_or(1e-5),
-    );
+    let images = Array::from_json(get(&case.json, "inputs.images")?, "inputs.images")?;
+    let input = Tensor::<4>::from_data(TensorData::new(images.to_f32(), images.shape.clone()), &device);
+    let tol = case.tolerance()?;
     let maps = model.forward_features(input.clone());
-    for (stage, key) in [
-        (1, "layer1_shape"),
-        (2, "layer2_shape"),
-        (3, "layer3_shape"),
-        (4, "layer4_shape"),
-    ] {
-        let want: Vec<usize> = case["expected"][key]
-            .as_array()
-            .ok_or(format!("expected.{key} missing"))?
+    for stage in 1..=4 {
+        let key = format!("expected.layer{stage}_shape");
+        let want: Vec<usize> = Array::from_json(get(&case.json, &key)?, &key)?
+            .data
             .iter()
-            .map(|x| x.as_u64().unwrap_or(0) as usize)
+            .map(|&x| x as usize)
             .collect();
         let got = maps.stages[stage].dims().to_vec();
         if got != want {
             return Err(format!("{key}: got {got:?} want {want:?}"));
         }
     }
-    let layer4 = maps
-        .last()
-        .clone()
-        .into_data()
-        .try_to_vec::<f32>()
-        .map_err(|e| format!("{e:?}"))?;
-    compare("layer4", &layer4, &case["expected"]["layer4"], rel, abs)?;
+    let want = Array::from_json(get(&case.json, "expected.layer4")?, "layer4")?;
+    tol.compare(&format!("{format} layer4"), &to_f64(maps.last().clone())?, &want.data)?;
     let logits = model.forward_logits(input).ok_or("model has no classifier")?;
     let logits = logits.into_data().try_to_vec::<f32>().map_err(|e| format!("{e:?}"))?;
-    compare("logits", &logits, &case["expected"]["logits"], rel, abs)
+    let logits: Vec<f64> = logits.into_iter().map(f64::from).collect();
+    let want = Array::from_json(get(&case.json, "expected.logits")?, "logits")?;
+    tol.compare(&format!("{format} logits"), &logits, &want.data)
 }
 
 #[test]
 fn tiny_torchvision_resnets_reproduce_pytorch() {
-    let dir = case_dir();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    entries.sort();
-    let mut ran = 0;
-    let mut failures = Vec::new();
-    for path in entries {
-        let case: Value = match std::fs::read_to_string(&path).map(|s| serde_json::from_str(&s)) {
-            Ok(Ok(case)) => case,
-            other => {
-                failures.push(format!("{}: unreadable ({other:?})", path.display()));
-                continue;
-            }
-        };
-        if case["kind"] != "resnet_forward" {
-            continue;
-        }
-        ran += 1;
-        if let Err(e) = run_case(&path, &case) {
-            failures.push(format!("{}: {e}", path.file_name().unwrap().to_string_lossy()));
-        }
+    let mut report = Report::new();
+    for case in cases_or_panic("weights", &["resnet_forward"]) {
+        let outcome = run_case(&case, "pth").and_then(|()| run_case(&case, "safetensors"));
+        report.record(&case, outcome);
     }
-    assert!(ran > 0, "no resnet_forward case in {}", dir.display());
-    assert!(
-        failures.is_empty(),
-        "{} of {ran} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    report.finish("resnet_forward");
 }
 
 fn weights(name: &str) -> PathBuf {

@@ -1,0 +1,161 @@
+//! A complete embedding network: a backbone chosen at run time and an embedding head.
+
+use std::path::Path;
+
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+
+use crate::error::ModelError;
+use crate::head::{EmbeddingHead, EmbeddingHeadConfig, Pooling};
+use crate::resnet::{FeatureMaps, LoadReport, ResNet, ResNetConfig};
+use crate::small_cnn::{SmallCnn, SmallCnnConfig};
+
+/// The backbone architectures selectable by name (`small_cnn`, `resnet18`, `resnet50`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum BackboneConfig {
+    /// The small four-stage CNN.
+    SmallCnn(SmallCnnConfig),
+    /// A torchvision-layout ResNet (headless: `num_classes` is ignored).
+    ResNet(ResNetConfig),
+}
+
+impl BackboneConfig {
+    /// The names accepted by [`BackboneConfig::from_name`].
+    pub const NAMES: [&'static str; 3] = ["small_cnn", "resnet18", "resnet50"];
+
+    /// The standard configuration of a named backbone.
+    pub fn from_name(name: &str) -> Result<Self, ModelError> {
+        match name {
+            "small_cnn" => Ok(Self::SmallCnn(SmallCnnConfig::default())),
+            "resnet18" => Ok(Self::ResNet(ResNetConfig::resnet18())),
+            "resnet50" => Ok(Self::ResNet(ResNetConfig::resnet50())),
+            other => Err(ModelError::Config(format!(
+                "unknown backbone {other:?}; expected one of {:?}",
+                Self::NAMES
+            ))),
+        }
+    }
+
+    /// Channels of the last feature map.
+    pub fn out_channels(&self) -> usize {
+        match self {
+            Self::SmallCnn(c) => c.out_channels(),
+            Self::ResNet(c) => c.out_channels(),
+        }
+    }
+
+    /// Builds the backbone with fresh weights.
+    pub fn init(&self, device: &Device) -> Result<Backbone, ModelError> {
+        Ok(match self {
+            Self::SmallCnn(c) => Backbone::SmallCnn(c.init(device)?),
+            Self::ResNet(c) => Backbone::ResNet(
+                ResNetConfig {
+                    num_classes: None,
+                    ..c.clone()
+                }
+                .init(device)?,
+            ),
+        })
+    }
+}
+
+/// A backbone of either architecture, behind one `forward_features`.
+#[derive(Module, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Backbone {
+    /// The small CNN.
+    SmallCnn(SmallCnn),
+    /// A ResNet.
+    ResNet(ResNet),
+}
+
+impl Backbone {
+    /// `[B, 3, H, W]` → every stage's feature map (4 stages for the small CNN; stem and
+    /// layer1–4 for a ResNet).
+    pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
+        match self {
+            Self::SmallCnn(m) => m.forward_features(images),
+            Self::ResNet(m) => m.forward_features(images),
+        }
+    }
+
+    /// Freezes every batch-norm layer (see [`ResNet::freeze_batchnorm`]).
+    pub fn freeze_batchnorm(self) -> Self {
+        match self {
+            Self::SmallCnn(m) => Self::SmallCnn(m.freeze_batchnorm()),
+            Self::ResNet(m) => Self::ResNet(m.freeze_batchnorm()),
+        }
+    }
+
+    /// Loads pretrained torchvision weights (`.pth` or `.safetensors`); the classifier
+    /// `fc.*` of an ImageNet checkpoint is reported as unused. Only ResNets have a
+    /// torchvision layout.
+    pub fn load_pretrained(&mut self, path: &Path) -> Result<LoadReport, ModelError> {
+        match self {
+            Self::ResNet(m) => m.load_weights(path, false),
+            Self::SmallCnn(_) => Err(ModelError::Config(format!(
+                "pretrained weights {} given for the small CNN, which has no torchvision layout",
+                path.display()
+            ))),
+        }
+    }
+}
+
+/// Configuration of an [`EmbeddingModel`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EmbeddingModelConfig {
+    /// The backbone.
+    pub backbone: BackboneConfig,
+    /// Embedding dimension D.
+    pub dim: usize,
+    /// Pooling of the last feature map.
+    pub pooling: Pooling,
+    /// L2-normalise the embeddings.
+    pub normalize: bool,
+    /// Freeze every batch-norm layer of the backbone (running statistics and affine).
+    pub freeze_batchnorm: bool,
+}
+
+impl EmbeddingModelConfig {
+    /// Builds the model with fresh weights.
+    pub fn init(&self, device: &Device) -> Result<EmbeddingModel, ModelError> {
+        let backbone = self.backbone.init(device)?;
+        let head = EmbeddingHeadConfig {
+            in_channels: self.backbone.out_channels(),
+            dim: self.dim,
+            pooling: self.pooling,
+            normalize: self.normalize,
+        }
+        .init(device)?;
+        let backbone = if self.freeze_batchnorm {
+            backbone.freeze_batchnorm()
+        } else {
+            backbone
+        };
+        Ok(EmbeddingModel { backbone, head })
+    }
+}
+
+/// Backbone → last feature map → [`EmbeddingHead`] → embeddings `[B, D]`.
+#[derive(Module, Debug)]
+pub struct EmbeddingModel {
+    /// The feature extractor (its own learning-rate group in training).
+    pub backbone: Backbone,
+    /// Pooling and projection to D (its own learning-rate group in training).
+    pub head: EmbeddingHead,
+}
+
+impl EmbeddingModel {
+    /// `[B, 3, H, W]` → embeddings `[B, D]`.
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        self.forward_with_features(images).0
+    }
+
+    /// `[B, 3, H, W]` → (embeddings `[B, D]`, every stage's feature map), for methods that
+    /// also use the maps (DIML's structural matching, AVSL, Grad-CAM).
+    pub fn forward_with_features(&self, images: Tensor<4>) -> (Tensor<2>, FeatureMaps) {
+        let maps = self.backbone.forward_features(images);
+        let embeddings = self.head.forward(maps.last().clone());
+        (embeddings, maps)
+    }
+}
