@@ -38,7 +38,7 @@ fn pth_to_safetensors(pth: &Path, out: &Path) {
         data.extend_from_slice(&bytes);
     }
     let mut json = serde_json::to_vec(&Value::Object(header)).unwrap();
-    while json.len() % 8 != 0 {
+    while !json.len().is_multiple_of(8) {
         json.push(b' ');
     }
     let mut file = (json.len() as u64).to_le_bytes().to_vec();
