@@ -5,6 +5,7 @@
 //! half-written dataset behind.
 #![warn(missing_docs)]
 
+pub mod fetch_weights;
 pub mod prepare;
 pub mod synth;
 
@@ -30,6 +31,8 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Validate an existing `manifest.csv` (e.g. a dataset you assembled yourself).
     Check(CheckArgs),
+    /// Download torchvision's ImageNet weights (pinned URL and SHA-256) into `weights/`.
+    FetchWeights(fetch_weights::FetchArgs),
 }
 
 /// Arguments of `cargo xtask check`.
@@ -105,6 +108,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 manifest.records.len(),
                 if args.decode { ", all decoded" } else { "" },
                 split_summary(&manifest)
+            );
+            Ok(())
+        }
+        Command::FetchWeights(args) => {
+            let path = fetch_weights::run(&args)?;
+            println!(
+                "{} verified (SHA-256 {})",
+                path.display(),
+                fetch_weights::pinned(&args.model)?.sha256
             );
             Ok(())
         }

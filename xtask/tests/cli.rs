@@ -213,3 +213,25 @@ fn check_validates_a_manifest_and_names_bad_lines() {
         "{stderr}"
     );
 }
+
+#[test]
+fn fetch_weights_without_network_fails_clearly_and_installs_nothing() {
+    let dir = tempdir("fetch");
+    let out = dir.join("weights");
+    // Port 9 (discard) on the loopback interface refuses the connection: the download
+    // fails exactly as it does on a machine without network access, without touching
+    // any network.
+    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["fetch-weights", "resnet50", "--out"])
+        .arg(&out)
+        .env("DML_WEIGHTS_BASE_URL", "http://127.0.0.1:9")
+        .output()
+        .expect("run xtask");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("resnet50-0676ba61.pth") && stderr.contains("--from FILE"),
+        "{stderr}"
+    );
+    assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
+}
