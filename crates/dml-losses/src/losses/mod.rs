@@ -40,7 +40,7 @@ pub use triplet_margin::{TripletMarginLossConfig, TripletsPerAnchor};
 pub use tuplet_margin::TupletMarginLossConfig;
 
 use burn::module::{Module, Param};
-use burn::tensor::{Device, Gradients, Tensor, TensorData};
+use burn::tensor::{DType, Device, Gradients, Tensor, TensorData};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
@@ -704,6 +704,7 @@ impl MetricLoss {
             None => None,
             Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
         };
+        let dtype = embeddings.dtype();
         let input = EmbInput {
             emb: embeddings,
             labels,
@@ -711,12 +712,12 @@ impl MetricLoss {
             distance: &self.spec.distance,
         };
         let computed = match cfg {
-            LossConfig::ProxyAnchor(c) => c.compute(&input, self.proxies_val()?)?,
-            LossConfig::ProxyNca(c) => c.compute(&input, self.proxies_val()?)?,
-            LossConfig::NormalizedSoftmax(c) => c.compute(&input, self.weight_val()?)?,
-            LossConfig::CosFace(c) => c.compute(&input, self.weight_val()?)?,
-            LossConfig::ArcFace(c) => c.compute(&input, self.weight_val()?)?,
-            LossConfig::SoftTriple(c) => c.compute(&input, self.weight_val()?, self.spec.num_classes)?,
+            LossConfig::ProxyAnchor(c) => c.compute(&input, self.proxies_val(dtype)?)?,
+            LossConfig::ProxyNca(c) => c.compute(&input, self.proxies_val(dtype)?)?,
+            LossConfig::NormalizedSoftmax(c) => c.compute(&input, self.weight_val(dtype)?)?,
+            LossConfig::CosFace(c) => c.compute(&input, self.weight_val(dtype)?)?,
+            LossConfig::ArcFace(c) => c.compute(&input, self.weight_val(dtype)?)?,
+            LossConfig::SoftTriple(c) => c.compute(&input, self.weight_val(dtype)?, self.spec.num_classes)?,
             LossConfig::Angular(c) => c.compute(&input)?,
             _ => unreachable!("pair-based losses are handled above"),
         };
@@ -787,7 +788,14 @@ impl MetricLoss {
             LossConfig::Contrastive(c) | LossConfig::SnrContrastive(c) => c.compute(&input)?,
             LossConfig::TripletMargin(c) => c.compute(&input)?,
             LossConfig::NtXent(c) => c.compute(&input)?,
-            LossConfig::Margin(c) => c.compute(&input, self.beta.as_ref().map(|b| b.val()), self.spec.num_classes)?,
+            LossConfig::Margin(c) => {
+                let dtype = input.mat.dtype();
+                c.compute(
+                    &input,
+                    self.beta.as_ref().map(|b| b.val().cast(dtype)),
+                    self.spec.num_classes,
+                )?
+            }
             LossConfig::FastAp(c) => c.compute(&input)?,
             LossConfig::MultiSimilarity(c) => c.compute(&input)?,
             LossConfig::NPairs(c) => c.compute(&input)?,
@@ -812,17 +820,19 @@ impl MetricLoss {
         })
     }
 
-    fn proxies_val(&self) -> Result<Tensor<2>, LossError> {
+    // Learnable state follows the embeddings' float type (as PML's `cast_types`), so that
+    // f64 embeddings work with f32-initialised proxies; the cast is a no-op otherwise.
+    fn proxies_val(&self, dtype: DType) -> Result<Tensor<2>, LossError> {
         self.proxies
             .as_ref()
-            .map(|p| p.val())
+            .map(|p| p.val().cast(dtype))
             .ok_or_else(|| LossError::Config("loss has no proxies".into()))
     }
 
-    fn weight_val(&self) -> Result<Tensor<2>, LossError> {
+    fn weight_val(&self, dtype: DType) -> Result<Tensor<2>, LossError> {
         self.weight
             .as_ref()
-            .map(|p| p.val())
+            .map(|p| p.val().cast(dtype))
             .ok_or_else(|| LossError::Config("loss has no class weights".into()))
     }
 
@@ -874,3 +884,6 @@ pub(crate) fn check_finite(x: &Tensor<2>, what: &str) -> Result<(), LossError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
