@@ -13,6 +13,7 @@
 mod distance;
 mod error;
 mod host;
+mod host_grad;
 mod losses;
 mod miners;
 mod ops;

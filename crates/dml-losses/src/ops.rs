@@ -12,15 +12,24 @@ use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
 /// logit, and small enough in magnitude to be representable in `f32`.
 pub(crate) const MASKED: f64 = -1e30;
 
-/// A float tensor `[rows, cols]` on the device and in the dtype of `like`.
-pub(crate) fn float2(values: Vec<f64>, shape: [usize; 2], like_device: &Device, dtype: DType) -> Tensor<2> {
-    Tensor::from_data(TensorData::new(values, shape), (like_device, dtype))
+/// Host values as tensor data of `dtype`, converting `f64 → f32` with a plain loop (the
+/// generic element conversion of `TensorData` is several times slower).
+fn data_as(values: Vec<f64>, shape: Vec<usize>, dtype: DType) -> TensorData {
+    match dtype {
+        DType::F32 => TensorData::new(values.into_iter().map(|v| v as f32).collect::<Vec<f32>>(), shape),
+        _ => TensorData::new(values, shape),
+    }
+}
+
+/// A float tensor `[rows, cols]` on the given device and dtype.
+pub(crate) fn float2(values: Vec<f64>, shape: [usize; 2], device: &Device, dtype: DType) -> Tensor<2> {
+    Tensor::from_data(data_as(values, shape.to_vec(), dtype), (device, dtype))
 }
 
 /// A float tensor `[len]` on the given device and dtype.
 pub(crate) fn float1(values: Vec<f64>, device: &Device, dtype: DType) -> Tensor<1> {
     let n = values.len();
-    Tensor::from_data(TensorData::new(values, [n]), (device, dtype))
+    Tensor::from_data(data_as(values, vec![n], dtype), (device, dtype))
 }
 
 /// A boolean mask `[rows, cols]`.
@@ -132,5 +141,17 @@ pub(crate) fn cross_entropy(logits: Tensor<2>, targets: &[usize]) -> Tensor<1> {
 
 /// Reads a tensor back to the host as `f64` values (row-major).
 pub(crate) fn host<const D: usize>(x: Tensor<D>) -> Vec<f64> {
-    x.detach().into_data().iter::<f64>().collect()
+    let data = x.detach().into_data();
+    // Typed fast paths: the generic per-element iterator is several times slower.
+    match data.dtype() {
+        DType::F32 => match data.as_slice::<f32>() {
+            Ok(v) => v.iter().map(|&x| x as f64).collect(),
+            Err(_) => data.iter::<f64>().collect(),
+        },
+        DType::F64 => match data.as_slice::<f64>() {
+            Ok(v) => v.to_vec(),
+            Err(_) => data.iter::<f64>().collect(),
+        },
+        _ => data.iter::<f64>().collect(),
+    }
 }

@@ -56,15 +56,6 @@ impl SubLoss {
         }
     }
 
-    /// Per-element values with the loss's divisor.
-    pub fn with_divisor(losses: Tensor<1>, divisor: f64) -> Self {
-        Self {
-            losses: Some(losses),
-            already_reduced: false,
-            divisor: Some(divisor),
-        }
-    }
-
     /// A value that needs no reduction.
     pub fn reduced(loss: Tensor<1>) -> Self {
         Self {

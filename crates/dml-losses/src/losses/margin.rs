@@ -3,16 +3,14 @@
 //! `[d_ap - β + α]_+ + [β - d_an + α]_+` per triplet, divided by the number of non-zero
 //! terms, plus the regulariser `ν β` when β is learned.
 
-use burn::tensor::Tensor;
-use burn::tensor::activation::relu;
 use serde::{Deserialize, Serialize};
 
+use super::HostInput;
 use super::triplet_margin::{TripletsPerAnchor, resolve_triplets};
-use super::{Computed, PairInput};
 use crate::distance::Distance;
 use crate::error::LossError;
-use crate::ops::{float1, gather_pairs, host, index1};
-use crate::reducer::{Reducer, SubLoss};
+use crate::host_grad::{HostLoss, reducer_weights};
+use crate::reducer::Reducer;
 
 /// Configuration of the margin loss.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -62,58 +60,72 @@ impl MarginLossConfig {
         Ok(())
     }
 
-    /// `beta` is the learnable β (`[1]` or `[C]`) when learned.
-    pub(super) fn compute(
-        &self,
-        input: &PairInput<'_>,
-        beta: Option<Tensor<1>>,
-        num_classes: usize,
-    ) -> Result<Computed, LossError> {
+    /// The loss and its gradients with respect to the matrix and to β (`beta` holds the
+    /// current β values: one shared value, or one per class).
+    pub(super) fn host(&self, input: &HostInput<'_>, beta: &[f64]) -> (HostLoss, Vec<f64>) {
+        let n = input.mat.n;
+        let m = &input.mat.values;
+        let sim = input.mat.is_similarity;
+        let mut grad = vec![0.0; n * n];
+        let mut grad_beta = vec![0.0; beta.len()];
         let t = resolve_triplets(input.tuples, input.labels, self.triplets_per_anchor, input.seed);
         if t.is_empty() {
-            return Ok(Computed::empty(2));
+            return (
+                HostLoss {
+                    value: 0.0,
+                    grad,
+                    tuples: 0,
+                },
+                grad_beta,
+            );
         }
-        let device = input.mat.device();
-        let dtype = input.mat.dtype();
-        let d_ap = gather_pairs(&input.mat, &t.a, &t.p);
-        let d_an = gather_pairs(&input.mat, &t.a, &t.n);
-        // β of each triplet's anchor: the shared value, or the anchor's class entry.
-        let per_class = self.per_class_beta && num_classes > 0;
-        let index: Vec<usize> = if per_class {
-            t.a.iter().map(|&a| input.labels[a] as usize).collect()
-        } else {
-            vec![0; t.len()]
+        let k = t.len();
+        let class_of = |i: usize| {
+            if beta.len() > 1 {
+                input.labels[t.a[i]] as usize
+            } else {
+                0
+            }
         };
-        let beta_t = match &beta {
-            Some(b) => b.clone().select(0, index1(&index, &device)),
-            None => float1(vec![self.beta; t.len()], &device, dtype),
-        };
-        let (pos, neg) = if input.sim {
-            (
-                relu(beta_t.clone() - d_ap + self.margin),
-                relu(d_an - beta_t.clone() + self.margin),
-            )
-        } else {
-            (
-                relu(d_ap - beta_t.clone() + self.margin),
-                relu(beta_t.clone() - d_an + self.margin),
-            )
-        };
-        let active = |x: &Tensor<1>| host(x.clone()).iter().filter(|&&v| v > 0.0).count();
-        let divisor = (active(&pos) + active(&neg)) as f64;
-        let reg = match beta {
-            Some(b) if self.learn_beta => {
-                if b.dims()[0] == 1 {
-                    SubLoss::reduced(b * self.nu)
-                } else {
-                    SubLoss::with_divisor(beta_t * self.nu, divisor)
+        // sign = +1 for a distance: pos = [d_ap - β + α]_+, neg = [β - d_an + α]_+.
+        let sign = if sim { -1.0 } else { 1.0 };
+        let mut pos = Vec::with_capacity(k);
+        let mut neg = Vec::with_capacity(k);
+        for i in 0..k {
+            let b = beta[class_of(i)];
+            pos.push((sign * (m[t.a[i] * n + t.p[i]] - b) + self.margin).max(0.0));
+            neg.push((sign * (b - m[t.a[i] * n + t.n[i]]) + self.margin).max(0.0));
+        }
+        let divisor = (pos.iter().filter(|&&v| v > 0.0).count() + neg.iter().filter(|&&v| v > 0.0).count()) as f64;
+        let losses: Vec<f64> = pos.iter().zip(&neg).map(|(p, q)| p + q).collect();
+        let w = reducer_weights(input.reducer, &losses, Some(divisor));
+        let mut value = 0.0;
+        for i in 0..k {
+            value += w[i] * losses[i];
+            let c = class_of(i);
+            if pos[i] > 0.0 {
+                grad[t.a[i] * n + t.p[i]] += sign * w[i];
+                grad_beta[c] -= sign * w[i];
+            }
+            if neg[i] > 0.0 {
+                grad[t.a[i] * n + t.n[i]] -= sign * w[i];
+                grad_beta[c] += sign * w[i];
+            }
+        }
+        if self.learn_beta {
+            if beta.len() == 1 {
+                // PML's "already reduced" ν β.
+                value += self.nu * beta[0];
+                grad_beta[0] += self.nu;
+            } else {
+                let reg: Vec<f64> = (0..k).map(|i| self.nu * beta[class_of(i)]).collect();
+                let wr = reducer_weights(input.reducer, &reg, Some(divisor));
+                for i in 0..k {
+                    value += wr[i] * reg[i];
+                    grad_beta[class_of(i)] += wr[i] * self.nu;
                 }
             }
-            _ => SubLoss::zero(),
-        };
-        Ok(Computed {
-            subs: vec![SubLoss::with_divisor(pos + neg, divisor), reg],
-            tuples: t.len(),
-        })
+        }
+        (HostLoss { value, grad, tuples: k }, grad_beta)
     }
 }

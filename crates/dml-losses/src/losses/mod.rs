@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::host::HostMatrix;
+use crate::host_grad::{GramMap, HostLoss, Rows, attach, attach_grad_only, matmul_host};
 use crate::miners::{MineInput, Miner};
 use crate::ops::{host, zero_like};
 use crate::reducer::{Reducer, SubLoss};
@@ -145,6 +146,16 @@ pub(crate) struct PairInput<'a> {
     pub labels: &'a [u32],
     pub tuples: Option<&'a Tuples>,
     pub seed: u64,
+}
+
+/// What a host-evaluated loss computes from.
+pub(crate) struct HostInput<'a> {
+    /// The `[N, N]` matrix of the batch against itself.
+    pub mat: &'a HostMatrix,
+    pub labels: &'a [u32],
+    pub tuples: Option<&'a Tuples>,
+    pub seed: u64,
+    pub reducer: &'a Reducer,
 }
 
 /// What an embedding-based loss (proxies, classifiers, angular) computes from.
@@ -661,35 +672,52 @@ impl MetricLoss {
         }
         check_finite(&embeddings, "embeddings")?;
         self.check_labels(labels)?;
-        let zero = zero_like(&embeddings);
         let cfg = &self.spec.config;
+        if self.is_host_evaluated() {
+            return self.forward_host(embeddings, labels, miner, seed);
+        }
+        if let LossConfig::ProxyAnchor(c) = cfg {
+            let tuples = match miner {
+                None => None,
+                Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
+            };
+            let dtype = embeddings.dtype();
+            let proxies = self.proxies_val(dtype)?;
+            let distance = &self.spec.distance;
+            let sim = distance.is_similarity();
+            let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
+            if gram {
+                // cos = x̂ p̂ᵀ outside the graph; the gradients enter at the embeddings and the
+                // proxies: ∂L/∂x̂ = G p̂ and ∂L/∂p̂ = Gᵀ x̂, then back through the normalisation.
+                let xr = Rows::read(&embeddings, distance.normalizes());
+                let pr = Rows::read(&proxies, distance.normalizes());
+                let (xt, pt) = (xr.tensor(&embeddings), pr.tensor(&proxies));
+                let classes = pr.rows;
+                let values = host(xt.clone().matmul(pt.clone().transpose()));
+                let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
+                let gt: Vec<f64> = (0..classes * n).map(|k| hl.grad[(k % n) * classes + k / n]).collect();
+                let gx = xr.backward(matmul_host(hl.grad, [n, classes], &pt));
+                let gp = pr.backward(matmul_host(gt, [classes, n], &xt));
+                let loss = attach(embeddings, &xr.raw, gx, hl.value) + attach(proxies, &pr.raw, gp, 0.0);
+                return Ok(LossOutput {
+                    loss,
+                    tuples: hl.tuples,
+                });
+            }
+            let mat = distance.matrix(embeddings, proxies);
+            let [_, classes] = mat.dims();
+            let values = host(mat.clone());
+            let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
+            return Ok(LossOutput {
+                loss: attach(mat, &values, hl.grad, hl.value),
+                tuples: hl.tuples,
+            });
+        }
+        let zero = zero_like(&embeddings);
         if cfg.is_pair_based() {
             let mat = self.spec.distance.self_matrix(embeddings.clone());
             let sim = self.spec.distance.is_similarity();
-            // The miner reuses the loss's matrix when it ranks with the same distance.
-            let tuples = match miner {
-                None => None,
-                Some(m) => {
-                    let hm = if !m.needs_matrix() {
-                        HostMatrix {
-                            n,
-                            values: Vec::new(),
-                            is_similarity: false,
-                        }
-                    } else if m.distance() == self.spec.distance {
-                        HostMatrix::from_tensor(mat.clone(), sim)
-                    } else {
-                        let md = m.distance();
-                        HostMatrix::from_tensor(md.self_matrix(embeddings.clone().detach()), md.is_similarity())
-                    };
-                    Some(m.mine_matrix(&MineInput {
-                        matrix: &hm,
-                        labels,
-                        dim: d,
-                        seed,
-                    }))
-                }
-            };
+            let tuples = self.mine_for(miner, &mat, sim, &embeddings, labels, seed);
             let input = PairInput {
                 mat,
                 sim,
@@ -712,7 +740,6 @@ impl MetricLoss {
             distance: &self.spec.distance,
         };
         let computed = match cfg {
-            LossConfig::ProxyAnchor(c) => c.compute(&input, self.proxies_val(dtype)?)?,
             LossConfig::ProxyNca(c) => c.compute(&input, self.proxies_val(dtype)?)?,
             LossConfig::NormalizedSoftmax(c) => c.compute(&input, self.weight_val(dtype)?)?,
             LossConfig::CosFace(c) => c.compute(&input, self.weight_val(dtype)?)?,
@@ -752,6 +779,21 @@ impl MetricLoss {
         }
         check_finite(&matrix, "matrix")?;
         self.check_labels(labels)?;
+        if self.is_host_evaluated() {
+            let hm = HostMatrix::from_tensor(matrix.clone(), is_similarity);
+            let tuples = miner.map(|mi| {
+                // Without embeddings the dimension is unknown; the distance-weighted density
+                // is then evaluated for the dimension of an N-sample subspace.
+                mi.mine_matrix(&MineInput {
+                    matrix: &hm,
+                    labels,
+                    dim: n.max(4),
+                    seed,
+                })
+            });
+            let (hl, beta_grad) = self.host_loss(&hm, labels, tuples.as_ref(), seed, matrix.dtype());
+            return Ok(self.attach_all(matrix, &hm.values, hl, beta_grad));
+        }
         let zero = zero_like(&matrix);
         let tuples = miner.map(|mi| {
             let hm = if mi.needs_matrix() {
@@ -783,21 +825,157 @@ impl MetricLoss {
         self.finish(self.pair_loss(input)?, &zero)
     }
 
+    /// Whether the loss is evaluated on the host with its analytic gradient (see
+    /// `host_grad`): the pair- and triplet-based losses that dominate training time.
+    fn is_host_evaluated(&self) -> bool {
+        matches!(
+            self.spec.config,
+            LossConfig::Margin(_) | LossConfig::TripletMargin(_) | LossConfig::MultiSimilarity(_)
+        )
+    }
+
+    /// Mines on the loss's own matrix when the miner ranks with the same distance, else on
+    /// a detached matrix of the miner's distance.
+    fn mine_for(
+        &self,
+        miner: Option<&Miner>,
+        mat: &Tensor<2>,
+        sim: bool,
+        embeddings: &Tensor<2>,
+        labels: &[u32],
+        seed: u64,
+    ) -> Option<Tuples> {
+        let m = miner?;
+        let [n, dim] = embeddings.dims();
+        let hm = if !m.needs_matrix() {
+            HostMatrix {
+                n,
+                values: Vec::new(),
+                is_similarity: false,
+            }
+        } else if m.distance() == self.spec.distance {
+            HostMatrix::from_tensor(mat.clone(), sim)
+        } else {
+            let md = m.distance();
+            HostMatrix::from_tensor(md.self_matrix(embeddings.clone().detach()), md.is_similarity())
+        };
+        Some(m.mine_matrix(&MineInput {
+            matrix: &hm,
+            labels,
+            dim,
+            seed,
+        }))
+    }
+
+    /// The host-evaluated path of [`Self::forward`]. For Gram-based distances the graph
+    /// stops at `S = x̂ x̂ᵀ`; the distance, the mining, the loss and `∂L/∂S` are host work.
+    fn forward_host(
+        &self,
+        embeddings: Tensor<2>,
+        labels: &[u32],
+        miner: Option<&Miner>,
+        seed: u64,
+    ) -> Result<LossOutput, LossError> {
+        let [n, dim] = embeddings.dims();
+        let distance = &self.spec.distance;
+        let sim = distance.is_similarity();
+        let dtype = embeddings.dtype();
+        // Gram-based distances: the normalisation and both matrix products run outside the
+        // graph, which is re-entered at the embeddings themselves.
+        let gram = GramMap::for_distance(distance).map(|map| {
+            let rows = Rows::read(&embeddings, distance.normalizes());
+            let xt = rows.tensor(&embeddings);
+            let s_host = host(xt.clone().matmul(xt.clone().transpose()));
+            (map, rows, xt, s_host)
+        });
+        let (values, graph) = match &gram {
+            Some((map, _, _, s_host)) => (map.matrix(s_host, n), None),
+            None => {
+                let mat = distance.self_matrix(embeddings.clone());
+                (host(mat.clone()), Some(mat))
+            }
+        };
+        let hm = HostMatrix {
+            n,
+            values,
+            is_similarity: sim,
+        };
+        let tuples = match miner {
+            None => None,
+            Some(m) if !m.needs_matrix() || m.distance() == *distance => Some(m.mine_matrix(&MineInput {
+                matrix: &hm,
+                labels,
+                dim,
+                seed,
+            })),
+            Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
+        };
+        let (mut hl, beta_grad) = self.host_loss(&hm, labels, tuples.as_ref(), seed, dtype);
+        match (graph, gram) {
+            (Some(mat), _) => Ok(self.attach_all(mat, &hm.values, hl, beta_grad)),
+            (None, Some((map, rows, xt, s_host))) => {
+                // ∂L/∂x̂ = (G + Gᵀ) x̂ for S = x̂ x̂ᵀ, then back through the normalisation.
+                let g = map.chain(&s_host, &hl.grad, n);
+                let sym: Vec<f64> = (0..n * n).map(|k| g[k] + g[(k % n) * n + k / n]).collect();
+                hl.grad = rows.backward(matmul_host(sym, [n, n], &xt));
+                Ok(self.attach_all(embeddings, &rows.raw, hl, beta_grad))
+            }
+            (None, None) => unreachable!("either the Gram path or the graph matrix"),
+        }
+    }
+
+    /// Dispatches to the host-evaluated losses; also returns `∂L/∂β` for the margin loss.
+    fn host_loss(
+        &self,
+        hm: &HostMatrix,
+        labels: &[u32],
+        tuples: Option<&Tuples>,
+        seed: u64,
+        dtype: DType,
+    ) -> (HostLoss, Vec<f64>) {
+        let input = HostInput {
+            mat: hm,
+            labels,
+            tuples,
+            seed,
+            reducer: &self.spec.reducer,
+        };
+        match &self.spec.config {
+            LossConfig::Margin(c) => {
+                let beta = match &self.beta {
+                    Some(b) => host(b.val().cast(dtype)),
+                    None => vec![c.beta],
+                };
+                c.host(&input, &beta)
+            }
+            LossConfig::TripletMargin(c) => (c.host(&input), Vec::new()),
+            LossConfig::MultiSimilarity(c) => (c.host(&input), Vec::new()),
+            other => unreachable!("{} is not host-evaluated", other.name()),
+        }
+    }
+
+    /// The graph-connected loss from a host value and gradient (plus β's gradient).
+    fn attach_all(&self, graph: Tensor<2>, graph_host: &[f64], hl: HostLoss, beta_grad: Vec<f64>) -> LossOutput {
+        let dtype = graph.dtype();
+        let mut loss = attach(graph, graph_host, hl.grad, hl.value);
+        if let Some(b) = &self.beta
+            && !beta_grad.is_empty()
+        {
+            let beta = b.val().cast(dtype);
+            let beta_host = host(beta.clone());
+            loss = loss + attach_grad_only(beta, &beta_host, beta_grad);
+        }
+        LossOutput {
+            loss,
+            tuples: hl.tuples,
+        }
+    }
+
     fn pair_loss(&self, input: PairInput<'_>) -> Result<Computed, LossError> {
         Ok(match &self.spec.config {
             LossConfig::Contrastive(c) | LossConfig::SnrContrastive(c) => c.compute(&input)?,
-            LossConfig::TripletMargin(c) => c.compute(&input)?,
             LossConfig::NtXent(c) => c.compute(&input)?,
-            LossConfig::Margin(c) => {
-                let dtype = input.mat.dtype();
-                c.compute(
-                    &input,
-                    self.beta.as_ref().map(|b| b.val().cast(dtype)),
-                    self.spec.num_classes,
-                )?
-            }
             LossConfig::FastAp(c) => c.compute(&input)?,
-            LossConfig::MultiSimilarity(c) => c.compute(&input)?,
             LossConfig::NPairs(c) => c.compute(&input)?,
             LossConfig::LiftedStructure(c) => c.compute(&input)?,
             LossConfig::GeneralizedLiftedStructure(c) => c.compute(&input)?,

@@ -3,11 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Computed, PairInput};
+use super::HostInput;
 use crate::distance::Distance;
 use crate::error::LossError;
-use crate::ops::masked_logsumexp;
-use crate::reducer::{Reducer, SubLoss};
+use crate::host_grad::{HostLoss, logsumexp_with_weights, reducer_weights};
+use crate::reducer::Reducer;
 use crate::tuples::pairs_or_all;
 
 /// Configuration of the multi-similarity loss.
@@ -49,12 +49,22 @@ impl MultiSimilarityLossConfig {
         Ok(())
     }
 
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    /// Per anchor `1/α log(1 + Σ_p e^{α margin(S_ap, λ)}) + 1/β log(1 + Σ_n e^{β margin(λ, S_an)})`
+    /// with its gradient (the softmax weights of each log-sum-exp).
+    pub(super) fn host(&self, input: &HostInput<'_>) -> HostLoss {
+        let n = input.mat.n;
+        let m = &input.mat.values;
+        let sim = input.mat.is_similarity;
+        let mut grad = vec![0.0; n * n];
         let pairs = pairs_or_all(input.tuples, input.labels);
         if pairs.is_empty() {
-            return Ok(Computed::empty(1));
+            return HostLoss {
+                value: 0.0,
+                grad,
+                tuples: 0,
+            };
         }
-        let n = input.labels.len();
+        // Masks, not lists: a pair mined twice counts once, as with PML's mask.
         let mut pos_keep = vec![false; n * n];
         let mut neg_keep = vec![false; n * n];
         for (&a, &p) in pairs.a1.iter().zip(&pairs.p) {
@@ -63,18 +73,46 @@ impl MultiSimilarityLossConfig {
         for (&a, &k) in pairs.a2.iter().zip(&pairs.n) {
             neg_keep[a * n + k] = true;
         }
-        let mat = input.mat.clone();
-        // margin(mat, base) and margin(base, mat) of PML, for a similarity or a distance.
-        let (pos_exp, neg_exp) = if input.sim {
-            (mat.clone().neg() + self.base, mat - self.base)
-        } else {
-            (mat.clone() - self.base, mat.neg() + self.base)
-        };
-        let pos = masked_logsumexp(pos_exp * self.alpha, &pos_keep, true, 1) / self.alpha;
-        let neg = masked_logsumexp(neg_exp * self.beta, &neg_keep, true, 1) / self.beta;
-        Ok(Computed {
-            subs: vec![SubLoss::elements((pos + neg).reshape([n]))],
+        // sign = +1 for a similarity: positives enter as λ - S, negatives as S - λ.
+        let sign = if sim { 1.0 } else { -1.0 };
+        let mut losses = vec![0.0; n];
+        let mut pos_w: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut neg_w: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut xs = Vec::with_capacity(n);
+        for a in 0..n {
+            xs.clear();
+            xs.extend(
+                (0..n)
+                    .filter(|&j| pos_keep[a * n + j])
+                    .map(|j| self.alpha * sign * (self.base - m[a * n + j])),
+            );
+            let lp = logsumexp_with_weights(&xs, true, &mut pos_w[a]) / self.alpha;
+            xs.clear();
+            xs.extend(
+                (0..n)
+                    .filter(|&j| neg_keep[a * n + j])
+                    .map(|j| self.beta * sign * (m[a * n + j] - self.base)),
+            );
+            let ln = logsumexp_with_weights(&xs, true, &mut neg_w[a]) / self.beta;
+            losses[a] = lp + ln;
+        }
+        let w = reducer_weights(input.reducer, &losses, None);
+        let mut value = 0.0;
+        for a in 0..n {
+            value += w[a] * losses[a];
+            let positives = (0..n).filter(|&j| pos_keep[a * n + j]);
+            for (j, pw) in positives.zip(&pos_w[a]) {
+                grad[a * n + j] -= sign * w[a] * pw;
+            }
+            let negatives = (0..n).filter(|&j| neg_keep[a * n + j]);
+            for (j, nw) in negatives.zip(&neg_w[a]) {
+                grad[a * n + j] += sign * w[a] * nw;
+            }
+        }
+        HostLoss {
+            value,
+            grad,
             tuples: pairs.len(),
-        })
+        }
     }
 }

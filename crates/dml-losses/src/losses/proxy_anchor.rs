@@ -2,15 +2,12 @@
 //! `1/|P+| Σ_{p∈P+} log(1 + Σ_{x∈X_p+} e^{-α(s(x,p) - δ)})
 //!  + 1/|P| Σ_{p∈P} log(1 + Σ_{x∈X_p-} e^{α(s(x,p) + δ)})`.
 
-use burn::tensor::Tensor;
 use serde::{Deserialize, Serialize};
 
-use super::{Computed, EmbInput};
 use crate::distance::Distance;
-use crate::error::LossError;
-use crate::ops::{float2, masked_logsumexp};
-use crate::reducer::{Reducer, SubLoss};
-use crate::tuples::miner_weights;
+use crate::host_grad::{HostLoss, logsumexp_with_weights, reducer_weights};
+use crate::reducer::Reducer;
+use crate::tuples::{Tuples, miner_weights};
 
 /// Configuration of the Proxy-Anchor loss.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,43 +36,59 @@ impl Default for ProxyAnchorLossConfig {
 }
 
 impl ProxyAnchorLossConfig {
-    /// `proxies` is `[C, D]`.
-    pub(super) fn compute(&self, input: &EmbInput<'_>, proxies: Tensor<2>) -> Result<Computed, LossError> {
-        let [n, _] = input.emb.dims();
-        let [c, _] = proxies.dims();
-        let labels = input.labels;
-        let mat = input.distance.matrix(input.emb.clone(), proxies);
-        let device = mat.device();
-        let dtype = mat.dtype();
-        let pos_keep: Vec<bool> = (0..n * c).map(|k| labels[k / c] as usize == k % c).collect();
-        let neg_keep: Vec<bool> = pos_keep.iter().map(|&p| !p).collect();
-        // PML's margin(x, y) is x - y for a distance and y - x for a similarity.
-        let (pos_exp, neg_exp) = if input.distance.is_similarity() {
-            (mat.clone().neg() + self.margin, mat + self.margin)
-        } else {
-            (mat.clone() - self.margin, mat.neg() - self.margin)
-        };
-        let mut pos_logits = pos_exp * self.alpha;
-        let mut neg_logits = neg_exp * self.alpha;
-        if input.tuples.is_some() {
-            // Mined samples enter with log-weight (w - 1): unmined ones are damped.
-            let w: Vec<f64> = miner_weights(input.tuples, n, false)
-                .into_iter()
-                .map(|w| w - 1.0)
-                .collect();
-            let w = float2(w, [n, 1], &device, dtype);
-            pos_logits = pos_logits + w.clone();
-            neg_logits = neg_logits + w;
+    /// `mat` is the `[N, C]` matrix between embeddings and proxies; returns the loss and its
+    /// gradient with respect to `mat`.
+    pub(super) fn host(
+        &self,
+        mat: &[f64],
+        c: usize,
+        sim: bool,
+        labels: &[u32],
+        tuples: Option<&Tuples>,
+        reducer: &Reducer,
+    ) -> HostLoss {
+        let n = labels.len();
+        let mut grad = vec![0.0; n * c];
+        // Mined samples enter with log-weight (w - 1): unmined ones are damped.
+        let offset: Vec<f64> = miner_weights(tuples, n, false).into_iter().map(|w| w - 1.0).collect();
+        // sign = +1 for a similarity: positives enter as δ - s, negatives as s + δ.
+        let sign = if sim { 1.0 } else { -1.0 };
+        let mut pos_terms = vec![0.0; c];
+        let mut neg_terms = vec![0.0; c];
+        let mut pos_w: Vec<Vec<f64>> = vec![Vec::new(); c];
+        let mut neg_w: Vec<Vec<f64>> = vec![Vec::new(); c];
+        let mut xs = Vec::with_capacity(n);
+        for j in 0..c {
+            xs.clear();
+            xs.extend(
+                (0..n)
+                    .filter(|&i| labels[i] as usize == j)
+                    .map(|i| self.alpha * (self.margin - sign * mat[i * c + j]) + offset[i]),
+            );
+            pos_terms[j] = logsumexp_with_weights(&xs, true, &mut pos_w[j]);
+            xs.clear();
+            xs.extend(
+                (0..n)
+                    .filter(|&i| labels[i] as usize != j)
+                    .map(|i| self.alpha * (sign * mat[i * c + j] + self.margin) + offset[i]),
+            );
+            neg_terms[j] = logsumexp_with_weights(&xs, true, &mut neg_w[j]);
         }
-        let pos_term = masked_logsumexp(pos_logits, &pos_keep, true, 0).reshape([c]);
-        let neg_term = masked_logsumexp(neg_logits, &neg_keep, true, 0).reshape([c]);
         let with_pos = (0..c).filter(|&j| labels.iter().any(|&l| l as usize == j)).count();
-        Ok(Computed {
-            subs: vec![
-                SubLoss::with_divisor(pos_term, with_pos as f64),
-                SubLoss::with_divisor(neg_term, c as f64),
-            ],
-            tuples: n,
-        })
+        let wp = reducer_weights(reducer, &pos_terms, Some(with_pos as f64));
+        let wn = reducer_weights(reducer, &neg_terms, Some(c as f64));
+        let mut value = 0.0;
+        for j in 0..c {
+            value += wp[j] * pos_terms[j] + wn[j] * neg_terms[j];
+            let members = (0..n).filter(|&i| labels[i] as usize == j);
+            for (i, w) in members.zip(&pos_w[j]) {
+                grad[i * c + j] -= sign * self.alpha * wp[j] * w;
+            }
+            let others = (0..n).filter(|&i| labels[i] as usize != j);
+            for (i, w) in others.zip(&neg_w[j]) {
+                grad[i * c + j] += sign * self.alpha * wn[j] * w;
+            }
+        }
+        HostLoss { value, grad, tuples: n }
     }
 }

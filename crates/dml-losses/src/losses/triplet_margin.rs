@@ -1,15 +1,14 @@
 //! Triplet margin loss (PML `TripletMarginLoss`): `[d_ap - d_an + margin]_+`, or its smooth
 //! version `softplus(d_ap - d_an + margin)`, per triplet.
 
-use burn::tensor::activation::{relu, softplus};
 use rand::SeedableRng;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Computed, PairInput};
+use super::HostInput;
 use crate::distance::Distance;
 use crate::error::LossError;
-use crate::ops::gather_pairs;
-use crate::reducer::{Reducer, SubLoss};
+use crate::host_grad::{HostLoss, reducer_weights, softplus};
+use crate::reducer::Reducer;
 use crate::tuples::{Triplets, Tuples};
 
 /// How many triplets per anchor a triplet-based loss uses when no miner is given.
@@ -111,29 +110,59 @@ impl TripletMarginLossConfig {
         Ok(())
     }
 
-    /// Per-triplet `[margin(d_ap, d_an) + margin]_+` with `margin(x, y) = x - y` for a
-    /// distance and `y - x` for a similarity.
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    /// Per-triplet `[margin(d_ap, d_an) + margin]_+` (or its softplus) with `margin(x, y)
+    /// = x - y` for a distance and `y - x` for a similarity, evaluated on the host with its
+    /// gradient with respect to the matrix.
+    pub(super) fn host(&self, input: &HostInput<'_>) -> HostLoss {
+        let n = input.mat.n;
+        let m = &input.mat.values;
+        let sim = input.mat.is_similarity;
+        let mut grad = vec![0.0; n * n];
         let t = resolve_triplets(input.tuples, input.labels, self.triplets_per_anchor, input.seed);
         if t.is_empty() {
-            return Ok(Computed::empty(1));
+            return HostLoss {
+                value: 0.0,
+                grad,
+                tuples: 0,
+            };
         }
-        let ap = gather_pairs(&input.mat, &t.a, &t.p);
-        let mut an = gather_pairs(&input.mat, &t.a, &t.n);
-        if self.swap {
-            let pn = gather_pairs(&input.mat, &t.p, &t.n);
-            // The "smallest distance" of the two: min for a distance, max for a similarity.
-            an = if input.sim { an.max_pair(pn) } else { an.min_pair(pn) };
+        let k = t.len();
+        let mut losses = Vec::with_capacity(k);
+        let mut slopes = Vec::with_capacity(k);
+        let mut entries = Vec::with_capacity(k);
+        for i in 0..k {
+            let ap = t.a[i] * n + t.p[i];
+            let mut an = t.a[i] * n + t.n[i];
+            if self.swap {
+                // The harder of anchor-negative and positive-negative (PML `smallest_dist`).
+                let pn = t.p[i] * n + t.n[i];
+                if input.mat.closer(m[pn], m[an]) {
+                    an = pn;
+                }
+            }
+            let v = if sim { m[an] - m[ap] } else { m[ap] - m[an] } + self.margin;
+            let (l, slope) = if self.smooth_loss {
+                softplus(v)
+            } else if v > 0.0 {
+                (v, 1.0)
+            } else {
+                (0.0, 0.0)
+            };
+            losses.push(l);
+            slopes.push(slope);
+            entries.push((ap, an));
         }
-        let violation = if input.sim { an - ap } else { ap - an } + self.margin;
-        let losses = if self.smooth_loss {
-            softplus(violation, 1.0)
-        } else {
-            relu(violation)
-        };
-        Ok(Computed {
-            subs: vec![SubLoss::elements(losses)],
-            tuples: t.len(),
-        })
+        let w = reducer_weights(input.reducer, &losses, None);
+        let sign = if sim { -1.0 } else { 1.0 };
+        let mut value = 0.0;
+        for i in 0..k {
+            value += w[i] * losses[i];
+            let g = w[i] * slopes[i];
+            if g != 0.0 {
+                grad[entries[i].0] += sign * g;
+                grad[entries[i].1] -= sign * g;
+            }
+        }
+        HostLoss { value, grad, tuples: k }
     }
 }
