@@ -1,5 +1,29 @@
-//! Distances, miners, reducers and metric-learning losses at pytorch-metric-learning
-//! parity, plus the quadruplet, geodesic, AVSL and DIML structural losses.
+//! Distances, miners, reducers and metric-learning losses at pytorch-metric-learning (PML)
+//! parity, plus the quadruplet loss.
 //!
-//! This crate is part of the workspace layout of `DESIGN.md`; its components arrive with
-//! the loss-library issue and deliberately expose nothing until they are real.
+//! The decomposition follows PML with types instead of strings: a [`Distance`] (which knows
+//! whether it is a similarity) turns embeddings `[N, D]` into an `[N, N]` matrix; an
+//! optional [`Miner`] selects typed [`Pairs`] or [`Triplets`] from a detached copy of it;
+//! the loss computes per-element values on the graph; a [`Reducer`] turns them into the
+//! scalar of [`LossOutput`]. Everything is selected by name from TOML through
+//! [`LossConfig`] and [`MinerConfig`]; learnable state (proxies, class weights, β) lives in
+//! the [`MetricLoss`] module so that training can give it its own learning-rate group.
+#![warn(missing_docs)]
+
+mod distance;
+mod error;
+mod host;
+mod host_grad;
+mod losses;
+mod miners;
+mod ops;
+mod reducer;
+mod tuples;
+
+pub use distance::Distance;
+pub use error::LossError;
+pub use host::HostMatrix;
+pub use losses::*;
+pub use miners::*;
+pub use reducer::Reducer;
+pub use tuples::{Pairs, Triplets, Tuples};

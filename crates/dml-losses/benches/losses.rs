@@ -1,0 +1,94 @@
+//! Forward + backward time of the four loss/miner pairs for a batch of N = 180
+//! embeddings of D = 512 (45 classes × 4 samples, f32) on the flex CPU backend.
+//!
+//! `cargo bench -p dml-losses --bench losses` prints one JSON object: per configuration the
+//! median and minimum milliseconds over the timed iterations, plus PML's reference time on
+//! this machine and the speed-up against it.
+
+use std::time::Instant;
+
+use burn::tensor::{Device, Tensor, TensorData};
+use dml_losses::{LossConfig, MinerConfig};
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+const N: usize = 180;
+const D: usize = 512;
+const PER_CLASS: usize = 4;
+const NUM_CLASSES: usize = 100;
+const WARMUP: usize = 5;
+const ITERS: usize = 40;
+
+fn main() {
+    let device = Device::flex().autodiff();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let values: Vec<f32> = (0..N * D).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect();
+    let labels: Vec<u32> = (0..N as u32).map(|i| i / PER_CLASS as u32).collect();
+    let setups: [(&str, &str, Option<&str>, f64); 4] = [
+        ("proxy_anchor", "name = \"proxy_anchor\"", None, 1.4),
+        (
+            "multi_similarity+miner",
+            "name = \"multi_similarity\"",
+            Some("name = \"multi_similarity\""),
+            4.8,
+        ),
+        (
+            "margin+distance_weighted",
+            "name = \"margin\"",
+            Some("name = \"distance_weighted\""),
+            14.8,
+        ),
+        (
+            "triplet_margin+semihard",
+            "name = \"triplet_margin\"\nmargin = 0.2",
+            Some("name = \"triplet_margin\"\ntype_of_triplets = \"semihard\""),
+            6.7,
+        ),
+    ];
+    let mut results = serde_json::Map::new();
+    for (name, loss_toml, miner_toml, pml_ms) in setups {
+        let loss = toml::from_str::<LossConfig>(loss_toml)
+            .unwrap()
+            .init(NUM_CLASSES, D, &device)
+            .unwrap();
+        let miner = miner_toml.map(|m| toml::from_str::<MinerConfig>(m).unwrap().init().unwrap());
+        let mut times = Vec::with_capacity(ITERS);
+        let mut tuples = 0;
+        for it in 0..WARMUP + ITERS {
+            let x: Tensor<2> = Tensor::from_data(TensorData::new(values.clone(), [N, D]), &device).require_grad();
+            let start = Instant::now();
+            let out = loss.forward(x.clone(), &labels, miner.as_ref(), it as u64).unwrap();
+            let grads = out.loss.backward();
+            // Reading the gradient back makes sure all work has finished.
+            let g = x.grad(&grads).expect("gradient").into_data();
+            let elapsed = start.elapsed().as_secs_f64() * 1e3;
+            assert_eq!(g.num_elements(), N * D);
+            tuples = out.tuples;
+            if it >= WARMUP {
+                times.push(elapsed);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        results.insert(
+            name.to_string(),
+            json!({
+                "median_ms": median,
+                "min_ms": times[0],
+                "pml_ms": pml_ms,
+                "speedup_vs_pml": pml_ms / median,
+                "tuples": tuples,
+            }),
+        );
+    }
+    let report = json!({
+        "backend": "flex (CPU), f32, autodiff",
+        "n": N,
+        "d": D,
+        "samples_per_class": PER_CLASS,
+        "proxies": NUM_CLASSES,
+        "iterations": ITERS,
+        "results": results,
+    });
+    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+}

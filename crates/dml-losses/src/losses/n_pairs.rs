@@ -1,0 +1,55 @@
+//! N-pairs loss (Sohn 2016, Eq. 3; PML `NPairsLoss`): one positive pair per class, and the
+//! cross-entropy of each anchor against all chosen positives.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Computed, PairInput};
+use crate::distance::Distance;
+use crate::error::LossError;
+use crate::ops::{cross_entropy, index1};
+use crate::reducer::{Reducer, SubLoss};
+use crate::tuples::pairs_or_all;
+
+/// Configuration of the N-pairs loss.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NPairsLossConfig {
+    /// Distance override (default dot product of normalised embeddings).
+    pub distance: Option<Distance>,
+    /// Reducer override (default mean).
+    pub reducer: Option<Reducer>,
+}
+
+impl NPairsLossConfig {
+    /// The first positive pair of each label, in label order (PML
+    /// `convert_to_pos_pairs_with_unique_labels`).
+    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+        let pairs = pairs_or_all(input.tuples, input.labels);
+        let mut chosen: Vec<(u32, usize, usize)> = Vec::new();
+        for (&a, &p) in pairs.a1.iter().zip(&pairs.p) {
+            let l = input.labels[a];
+            if !chosen.iter().any(|c| c.0 == l) {
+                chosen.push((l, a, p));
+            }
+        }
+        chosen.sort_by_key(|c| c.0);
+        if chosen.is_empty() {
+            return Ok(Computed::empty(1));
+        }
+        let k = chosen.len();
+        let anchors: Vec<usize> = chosen.iter().map(|c| c.1).collect();
+        let positives: Vec<usize> = chosen.iter().map(|c| c.2).collect();
+        let device = input.mat.device();
+        let sub = input
+            .mat
+            .clone()
+            .select(0, index1(&anchors, &device))
+            .select(1, index1(&positives, &device));
+        let logits = if input.sim { sub } else { sub.neg() };
+        let targets: Vec<usize> = (0..k).collect();
+        Ok(Computed {
+            subs: vec![SubLoss::elements(cross_entropy(logits, &targets))],
+            tuples: k,
+        })
+    }
+}

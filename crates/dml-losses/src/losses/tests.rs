@@ -1,0 +1,433 @@
+//! Unit tests of the catalogue: configuration parsing, edge cases of every loss, the
+//! matrix entry point, and the quadruplet loss against a naive loop and finite differences.
+
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::miners::MinerConfig;
+use crate::tuples::Triplets;
+
+fn device() -> Device {
+    Device::flex().autodiff()
+}
+
+/// Reproducible Gaussian-ish values in `f64`.
+fn random(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| (0..4).map(|_| rng.random::<f64>() - 0.5).sum::<f64>() * 1.7)
+        .collect()
+}
+
+fn emb(values: Vec<f64>, n: usize, d: usize) -> Tensor<2> {
+    Tensor::from_data(TensorData::new(values, [n, d]), (&device(), DType::F64)).require_grad()
+}
+
+fn scalar(t: &Tensor<1>) -> f64 {
+    t.clone().into_data().iter::<f64>().next().unwrap()
+}
+
+/// Runs `loss` on a batch and checks that the loss and every gradient are finite.
+fn finite_run(loss: &MetricLoss, values: Vec<f64>, labels: &[u32], d: usize, miner: Option<&Miner>) -> f64 {
+    let x = emb(values, labels.len(), d);
+    let out = loss
+        .forward(x.clone(), labels, miner, 7)
+        .unwrap_or_else(|e| panic!("{}: {e}", loss.config().name()));
+    let v = scalar(&out.loss);
+    assert!(v.is_finite(), "{}: loss {v} on labels {labels:?}", loss.config().name());
+    let grads = out.loss.backward();
+    if let Some(g) = x.grad(&grads) {
+        let g: Vec<f64> = g.into_data().iter::<f64>().collect();
+        assert!(
+            g.iter().all(|v| v.is_finite()),
+            "{}: non-finite gradient on {labels:?}",
+            loss.config().name()
+        );
+    }
+    for name in loss.parameter_names() {
+        if let Some(g) = loss.parameter_grad(name, &grads) {
+            assert!(
+                g.iter::<f64>().all(|v| v.is_finite()),
+                "{}: non-finite {name} gradient",
+                loss.config().name()
+            );
+        }
+    }
+    v
+}
+
+fn all_losses(classes: usize, d: usize) -> Vec<MetricLoss> {
+    LossConfig::names()
+        .iter()
+        .map(|n| LossConfig::default_for(n).unwrap().init(classes, d, &device()).unwrap())
+        .collect()
+}
+
+#[test]
+fn toml_selects_losses_and_miners_by_name_with_defaults() {
+    #[derive(serde::Deserialize)]
+    struct Run {
+        loss: LossConfig,
+        miner: MinerConfig,
+    }
+    let run: Run = toml::from_str(
+        "[loss]\nname = \"margin\"\nmargin = 0.3\nlearn_beta = true\n\
+         [miner]\nname = \"distance_weighted\"\ncutoff = 0.6\n",
+    )
+    .unwrap();
+    let LossConfig::Margin(m) = &run.loss else {
+        panic!("{:?}", run.loss)
+    };
+    assert_eq!((m.margin, m.beta, m.learn_beta, m.nu), (0.3, 1.2, true, 0.0));
+    let MinerConfig::DistanceWeighted(w) = &run.miner else {
+        panic!()
+    };
+    assert_eq!((w.cutoff, w.nonzero_loss_cutoff), (0.6, 1.4));
+
+    let pa: LossConfig = toml::from_str("name = \"proxy_anchor\"\nmargin = 0.1\nalpha = 32.0").unwrap();
+    assert_eq!(pa, LossConfig::default_for("proxy_anchor").unwrap());
+    let with_distance: LossConfig =
+        toml::from_str("name = \"contrastive\"\ndistance = { type = \"cosine\" }\nreducer = { type = \"mean\" }")
+            .unwrap();
+    let built = with_distance.init(0, 0, &device()).unwrap();
+    assert!(built.distance().is_similarity());
+    assert_eq!(built.reducer(), &Reducer::Mean);
+
+    let unknown_field = toml::from_str::<LossConfig>("name = \"margin\"\nmargn = 0.1")
+        .unwrap_err()
+        .to_string();
+    assert!(unknown_field.contains("margn"), "{unknown_field}");
+    let unknown_name = toml::from_str::<LossConfig>("name = \"marginal\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown_name.contains("proxy_anchor") && unknown_name.contains("quadruplet"),
+        "{unknown_name}"
+    );
+    assert!(toml::from_str::<MinerConfig>("name = \"batch_hard\"\nepsilon = 1.0").is_err());
+    assert!(LossConfig::default_for("nope").is_err());
+    for name in LossConfig::names() {
+        let cfg = LossConfig::default_for(name).unwrap();
+        assert_eq!(&cfg.name(), name);
+        // Every default configuration survives a TOML round trip.
+        let text = toml::to_string(&cfg).unwrap();
+        assert_eq!(toml::from_str::<LossConfig>(&text).unwrap(), cfg, "{text}");
+    }
+    for name in MinerConfig::names() {
+        MinerConfig::default_for(name).unwrap().init().unwrap();
+    }
+}
+
+#[test]
+fn invalid_configurations_are_errors() {
+    let dev = device();
+    let bad_dw = MinerConfig::DistanceWeighted(crate::DistanceWeightedMinerConfig {
+        distance: Some(Distance::cosine()),
+        ..Default::default()
+    });
+    assert!(matches!(bad_dw.init(), Err(LossError::Config(_))));
+    let circle_lp: LossConfig = toml::from_str("name = \"fast_ap\"\ndistance = { type = \"cosine\" }").unwrap();
+    assert!(circle_lp.init(0, 0, &dev).is_err());
+    assert!(
+        LossConfig::default_for("proxy_anchor")
+            .unwrap()
+            .init(0, 8, &dev)
+            .is_err()
+    );
+    let loss = LossConfig::default_for("proxy_anchor")
+        .unwrap()
+        .init(3, 4, &dev)
+        .unwrap();
+    let err = loss.forward(emb(random(8, 1), 2, 4), &[0, 5], None, 0).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LossError::Label {
+                row: 1,
+                label: 5,
+                num_classes: 3
+            }
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        loss.forward(emb(random(8, 1), 2, 4), &[0], None, 0),
+        Err(LossError::Shape(_))
+    ));
+    assert!(matches!(
+        loss.forward(emb(random(6, 1), 2, 3), &[0, 1], None, 0),
+        Err(LossError::Shape(_))
+    ));
+    let angular = LossConfig::default_for("angular").unwrap().init(0, 0, &dev).unwrap();
+    let m = Tensor::<2>::zeros([2, 2], (&dev, DType::F64));
+    assert!(matches!(
+        angular.forward_with_matrix(m, false, &[0, 1], None, 0),
+        Err(LossError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn every_loss_handles_degenerate_batches_without_nan() {
+    let d = 4;
+    for loss in all_losses(3, d) {
+        // A batch of one, one class only, and no positive pair: PML-like zero or a finite loss.
+        finite_run(&loss, random(d, 1), &[1], d, None);
+        finite_run(&loss, random(4 * d, 2), &[2, 2, 2, 2], d, None);
+        finite_run(&loss, random(3 * d, 3), &[0, 1, 2], d, None);
+        // Duplicate embeddings (zero distance within and across classes).
+        let mut dup = random(5 * d, 4);
+        let (first, rest) = dup.split_at_mut(d);
+        rest[..d].copy_from_slice(first);
+        rest[d..2 * d].copy_from_slice(first);
+        finite_run(&loss, dup, &[0, 0, 1, 1, 2], d, None);
+        // An ordinary batch.
+        finite_run(&loss, random(9 * d, 5), &[0, 0, 0, 1, 1, 1, 2, 2, 2], d, None);
+    }
+}
+
+#[test]
+fn losses_without_pairs_are_zero_and_connected() {
+    let d = 4;
+    for name in [
+        "contrastive",
+        "triplet_margin",
+        "margin",
+        "quadruplet",
+        "lifted_structure",
+        "sup_con",
+        "n_pairs",
+    ] {
+        let loss = LossConfig::default_for(name).unwrap().init(3, d, &device()).unwrap();
+        let x = emb(random(3 * d, 9), 3, d);
+        let out = loss.forward(x.clone(), &[0, 1, 2], None, 0).unwrap();
+        assert_eq!(scalar(&out.loss), 0.0, "{name}");
+        let g = x
+            .grad(&out.loss.backward())
+            .expect("the zero loss stays connected to the embeddings");
+        assert!(g.into_data().iter::<f64>().all(|v| v == 0.0));
+    }
+}
+
+#[test]
+fn non_finite_embeddings_are_an_error_naming_the_row() {
+    for loss in all_losses(3, 4) {
+        let mut v = random(12, 3);
+        v[9] = f64::NAN;
+        match loss.forward(emb(v, 3, 4), &[0, 1, 1], None, 0) {
+            Err(LossError::NonFinite { row: 2, .. }) => {}
+            other => panic!("{}: {other:?}", loss.config().name()),
+        }
+        let mut v = random(12, 3);
+        v[0] = f64::INFINITY;
+        assert!(matches!(
+            loss.forward(emb(v, 3, 4), &[0, 1, 1], None, 0),
+            Err(LossError::NonFinite { row: 0, .. })
+        ));
+    }
+}
+
+#[test]
+fn every_miner_composes_with_every_loss() {
+    let d = 6;
+    let labels = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3];
+    for miner_name in MinerConfig::names() {
+        let miner = MinerConfig::default_for(miner_name).unwrap().init().unwrap();
+        for loss in all_losses(4, d) {
+            finite_run(&loss, random(labels.len() * d, 11), &labels, d, Some(&miner));
+        }
+    }
+}
+
+#[test]
+fn matrix_entry_point_matches_the_embedding_entry_point() {
+    let d = 5;
+    let labels = [0, 0, 1, 1, 1, 2, 2, 3];
+    let values = random(labels.len() * d, 21);
+    let miner = MinerConfig::default_for("multi_similarity").unwrap().init().unwrap();
+    for name in LossConfig::names() {
+        let cfg = LossConfig::default_for(name).unwrap();
+        if !cfg.is_pair_based() {
+            continue;
+        }
+        let loss = cfg.init(4, d, &device()).unwrap();
+        for m in [None, Some(&miner)] {
+            // The miner must see the same matrix through both entry points.
+            if m.is_some() && *loss.distance() != Distance::cosine() {
+                continue;
+            }
+            let a = scalar(
+                &loss
+                    .forward(emb(values.clone(), labels.len(), d), &labels, m, 3)
+                    .unwrap()
+                    .loss,
+            );
+            let mat = loss.distance().self_matrix(emb(values.clone(), labels.len(), d));
+            let sim = loss.distance().is_similarity();
+            let b = scalar(&loss.forward_with_matrix(mat, sim, &labels, m, 3).unwrap().loss);
+            assert!((a - b).abs() <= 1e-12 * (1.0 + a.abs()), "{name}: {a} vs {b}");
+        }
+    }
+}
+
+/// Euclidean distances of L2-normalised rows, computed naively in `f64`.
+fn naive_distances(values: &[f64], n: usize, d: usize) -> Vec<f64> {
+    let rows: Vec<Vec<f64>> = (0..n)
+        .map(|i| {
+            let r = &values[i * d..(i + 1) * d];
+            let norm = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+            r.iter().map(|v| v / norm).collect()
+        })
+        .collect();
+    let mut out = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            out[i * n + j] = rows[i]
+                .iter()
+                .zip(&rows[j])
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
+        }
+    }
+    out
+}
+
+#[test]
+fn quadruplet_matches_a_naive_loop() {
+    let (n, d) = (10, 6);
+    let labels = [0, 0, 0, 1, 1, 1, 2, 2, 3, 3];
+    let values = random(n * d, 31);
+    let cfg = QuadrupletLossConfig {
+        margin_triplet: 0.3,
+        margin_quadruplet: 0.25,
+        ..Default::default()
+    };
+    let loss = LossConfig::Quadruplet(cfg.clone()).init(0, 0, &device()).unwrap();
+    let seed = 5;
+    let got = loss.forward(emb(values.clone(), n, d), &labels, None, seed).unwrap();
+
+    let dist = naive_distances(&values, n, d);
+    let at = |i: usize, j: usize| dist[i * n + j];
+    // Every triplet by explicit loops, then the same fourth samples the loss draws.
+    let mut t = Triplets::default();
+    for a in 0..n {
+        for p in 0..n {
+            for k in 0..n {
+                if a != p && labels[a] == labels[p] && labels[k] != labels[a] {
+                    t.a.push(a);
+                    t.p.push(p);
+                    t.n.push(k);
+                }
+            }
+        }
+    }
+    let q = Quadruplets::sample(&t, &labels, seed);
+    for i in 0..q.len() {
+        assert_ne!(labels[q.k[i]], labels[q.a[i]]);
+        assert_ne!(labels[q.k[i]], labels[q.n[i]]);
+    }
+    let trip: f64 = (0..t.len())
+        .map(|i| (at(t.a[i], t.p[i]) - at(t.a[i], t.n[i]) + 0.3).max(0.0))
+        .sum::<f64>();
+    let quad: f64 = (0..q.len())
+        .map(|i| (at(q.a[i], q.p[i]) - at(q.n[i], q.k[i]) + 0.25).max(0.0))
+        .sum::<f64>();
+    let want = trip / t.len() as f64 + quad / q.len() as f64;
+    assert!(
+        (scalar(&got.loss) - want).abs() < 1e-12,
+        "{} vs {want}",
+        scalar(&got.loss)
+    );
+    assert_eq!(got.tuples, t.len() + q.len());
+}
+
+#[test]
+fn quadruplet_gradient_matches_finite_differences() {
+    let (n, d) = (8, 4);
+    let labels = [0, 0, 1, 1, 2, 2, 3, 3];
+    let values = random(n * d, 41);
+    // Large margins keep every hinge active, so the loss is smooth around the point.
+    let cfg = QuadrupletLossConfig {
+        margin_triplet: 2.5,
+        margin_quadruplet: 2.5,
+        ..Default::default()
+    };
+    let loss = LossConfig::Quadruplet(cfg).init(0, 0, &device()).unwrap();
+    let f = |v: Vec<f64>| scalar(&loss.forward(emb(v, n, d), &labels, None, 1).unwrap().loss);
+    let x = emb(values.clone(), n, d);
+    let out = loss.forward(x.clone(), &labels, None, 1).unwrap();
+    let grad: Vec<f64> = x
+        .grad(&out.loss.backward())
+        .unwrap()
+        .into_data()
+        .iter::<f64>()
+        .collect();
+    let h = 1e-6;
+    for i in 0..n * d {
+        let mut plus = values.clone();
+        plus[i] += h;
+        let mut minus = values.clone();
+        minus[i] -= h;
+        let fd = (f(plus) - f(minus)) / (2.0 * h);
+        // Central differences in f64 are accurate to about h² + ε/h ≈ 1e-10 here.
+        assert!(
+            (fd - grad[i]).abs() < 1e-7,
+            "element {i}: finite difference {fd}, autodiff {}",
+            grad[i]
+        );
+    }
+}
+
+#[test]
+fn distance_weighted_miner_is_seeded_and_valid() {
+    let (n, d) = (24, 16);
+    let labels: Vec<u32> = (0..n as u32).map(|i| i / 4).collect();
+    let miner = MinerConfig::default_for("distance_weighted").unwrap().init().unwrap();
+    let x = emb(random(n * d, 51), n, d);
+    let a = miner.mine(x.clone(), &labels, 9).unwrap();
+    let b = miner.mine(x.clone(), &labels, 9).unwrap();
+    let c = miner.mine(x.clone(), &labels, 10).unwrap();
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let dist = naive_distances(&random(n * d, 51), n, d);
+    let Tuples::Triplets(t) = a else { panic!() };
+    // Every anchor draws as many triplets as its class has members.
+    assert_eq!(t.len(), n * 4);
+    for i in 0..t.len() {
+        assert_ne!(t.a[i], t.p[i]);
+        assert_eq!(labels[t.a[i]], labels[t.p[i]]);
+        assert_ne!(labels[t.a[i]], labels[t.n[i]]);
+        assert!(dist[t.a[i] * n + t.n[i]] < 1.4);
+    }
+}
+
+#[test]
+fn learnable_state_is_exposed_as_parameters() {
+    let dev = device();
+    let expect = [
+        ("proxy_anchor", vec!["proxies"]),
+        ("proxy_nca", vec!["proxies"]),
+        ("normalized_softmax", vec!["W"]),
+        ("cos_face", vec!["W"]),
+        ("arc_face", vec!["W"]),
+        ("soft_triple", vec!["fc"]),
+        ("contrastive", vec![]),
+    ];
+    for (name, params) in expect {
+        let loss = LossConfig::default_for(name).unwrap().init(3, 4, &dev).unwrap();
+        assert_eq!(loss.parameter_names(), params, "{name}");
+        assert_eq!(loss.has_parameters(), !params.is_empty());
+        assert_eq!(loss.num_params() > 0, !params.is_empty());
+    }
+    let margin: LossConfig = toml::from_str("name = \"margin\"\nlearn_beta = true\nper_class_beta = true").unwrap();
+    let loss = margin.init(5, 4, &dev).unwrap();
+    assert_eq!(loss.parameter("beta").unwrap().shape().to_vec(), vec![5]);
+    assert!(
+        !LossConfig::default_for("margin")
+            .unwrap()
+            .init(5, 4, &dev)
+            .unwrap()
+            .has_parameters()
+    );
+}
