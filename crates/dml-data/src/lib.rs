@@ -26,4 +26,4 @@ pub use jpeg::check_jpeg_structure;
 pub use loader::{BatchLoader, LoaderConfig};
 pub use manifest::{Manifest, Record, Split, ValidationOptions, write_atomic};
 pub use sampler::{BatchSampler, MPerClassSampler, ShuffledSampler};
-pub use transform::{Pipeline, TransformConfig};
+pub use transform::{Crop, Pipeline, TransformConfig};

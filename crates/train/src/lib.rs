@@ -1,6 +1,22 @@
-//! The `train` package: thin command-line binaries (training, evaluation, explanation)
-//! over the `dml-*` libraries, with run directories holding the resolved configuration,
-//! metrics and atomic checkpoints.
+//! The `train` package: the training and evaluation tools over the `dml-*` libraries.
 //!
-//! The binaries arrive with the training issue; until then the package only reserves its
-//! place in the workspace.
+//! A run is described by a [`config::TrainConfig`] (the embedded default, a TOML file and
+//! command-line overrides) and lives in a run directory holding the resolved
+//! `config.toml`, `metrics.jsonl` and atomic checkpoints ([`checkpoint`]). The device is
+//! chosen at run time ([`device::parse_device`]); the same code path serves flex,
+//! ndarray, wgpu and cuda.
+#![warn(missing_docs)]
+
+pub mod checkpoint;
+pub mod config;
+pub mod data;
+pub mod device;
+pub mod error;
+pub mod eval;
+pub mod evaluate;
+pub mod npy;
+pub mod trainer;
+
+pub use config::{Shortcuts, TrainConfig};
+pub use error::TrainError;
+pub use trainer::{Learner, RunOptions, RunSummary, train};

@@ -1,0 +1,108 @@
+//! Training throughput: forward + loss + backward + Adam update per batch, with the time
+//! split by phase (the device is synchronised between phases).
+//!
+//! `cargo bench -p train --bench throughput -- [--device flex|wgpu|ndarray] [--steps N] [--only small_cnn|resnet18]`
+//!
+//! Two workloads, as in the issue: the small CNN (32-64-128-256, GAP, linear 128) on 28²
+//! inputs, batch 128 (PyTorch + PML on this machine: ~1,400 images/s with 2 threads),
+//! and ResNet-18 at 112², batch 32 (PyTorch: 0.46 s per step). The loss is the
+//! contrastive loss, cheap next to the networks. Prints one JSON object per workload.
+
+use std::time::Instant;
+
+use burn::tensor::{Tensor, TensorData};
+use train::device::parse_device;
+use train::trainer::StepTimes;
+use train::{Learner, Shortcuts, TrainConfig};
+
+struct Workload {
+    name: &'static str,
+    backbone: &'static str,
+    side: usize,
+    batch: usize,
+    dim: usize,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let device_name = value("--device").unwrap_or_else(|| "flex".into());
+    let steps: usize = value("--steps").map_or(10, |s| s.parse().expect("--steps N"));
+    let only = value("--only");
+    let workloads = [
+        Workload {
+            name: "small_cnn_28px_b128",
+            backbone: "small_cnn",
+            side: 28,
+            batch: 128,
+            dim: 128,
+        },
+        Workload {
+            name: "resnet18_112px_b32",
+            backbone: "resnet18",
+            side: 112,
+            batch: 32,
+            dim: 128,
+        },
+    ];
+    let device = parse_device(&device_name).expect("device").autodiff();
+    for w in workloads
+        .iter()
+        .filter(|w| only.as_deref().is_none_or(|o| w.name.starts_with(o)))
+    {
+        let sets: Vec<String> = vec![
+            format!("model.backbone=\"{}\"", w.backbone),
+            format!("model.embedding_dim={}", w.dim),
+            "loss.name=\"contrastive\"".into(),
+            "miner=none".into(),
+        ];
+        let config = TrainConfig::resolve(None, &Shortcuts::default(), &sets).expect("config");
+        let classes = w.batch / 4;
+        let mut learner = Learner::new(&config, classes, &device).expect("learner");
+        let labels: Vec<u32> = (0..w.batch as u32).map(|i| i / 4).collect();
+        let n = w.batch * 3 * w.side * w.side;
+        let pixels: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32 / 506.0 - 1.0).collect();
+        let images = || Tensor::<4>::from_data(TensorData::new(pixels.clone(), [w.batch, 3, w.side, w.side]), &device);
+        // Warm-up: allocation pools, autotuning and (on wgpu) shader compilation.
+        for s in 0..2 {
+            learner.step(images(), &labels, s, [1e-4; 3]).expect("step");
+        }
+        let _ = device.sync();
+        let start = Instant::now();
+        for s in 0..steps {
+            learner.step(images(), &labels, s as u64, [1e-4; 3]).expect("step");
+        }
+        let _ = device.sync();
+        let per_step = start.elapsed().as_secs_f64() / steps as f64;
+        let mut total = StepTimes::default();
+        let profiled = steps.clamp(1, 5);
+        for s in 0..profiled {
+            let (_, t) = learner
+                .step_profiled(images(), &labels, s as u64, [1e-4; 3])
+                .expect("step");
+            total.forward += t.forward / profiled as f64;
+            total.loss += t.loss / profiled as f64;
+            total.backward += t.backward / profiled as f64;
+            total.update += t.update / profiled as f64;
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "workload": w.name,
+                "device": device_name,
+                "batch": w.batch,
+                "input": [3, w.side, w.side],
+                "steps": steps,
+                "seconds_per_step": per_step,
+                "images_per_second": w.batch as f64 / per_step,
+                "profile_seconds": total,
+                "threads": std::thread::available_parallelism().map_or(0, |n| n.get()),
+            })
+        );
+    }
+}

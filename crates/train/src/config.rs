@@ -1,0 +1,474 @@
+//! The run configuration: the embedded default, a user TOML file and command-line
+//! overrides, merged as TOML tables and then checked into typed structs.
+
+use std::path::{Path, PathBuf};
+
+use dml_losses::{LossConfig, MinerConfig};
+use dml_models::Pooling;
+use serde::{Deserialize, Serialize};
+
+use crate::error::TrainError;
+
+/// The embedded default configuration (`assets/configs/default.toml`).
+pub const DEFAULT_TOML: &str = include_str!("../../../assets/configs/default.toml");
+
+/// Everything a training run depends on; written resolved to `<run>/config.toml`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Run name: the run directory is `run_dir/name`.
+    pub name: String,
+    /// Parent directory of run directories.
+    pub run_dir: PathBuf,
+    /// Seed of every random choice (initialisation, sampling, augmentation, mining).
+    pub seed: u64,
+    /// `flex`, `ndarray`, `wgpu` or `cuda` (see [`crate::device::parse_device`]).
+    pub device: String,
+    /// Dataset and input pipeline.
+    pub data: DataConfig,
+    /// Backbone and embedding head.
+    pub model: ModelConfig,
+    /// The loss (by name, with its parameters; see `dml_losses::LossConfig`).
+    pub loss: LossConfig,
+    /// The optional miner (by name, with its parameters).
+    #[serde(default)]
+    pub miner: Option<MinerConfig>,
+    /// Optimiser and per-group learning rates.
+    pub optimizer: OptimizerConfig,
+    /// Step learning-rate schedule.
+    pub schedule: ScheduleConfig,
+    /// Epochs and batches.
+    pub train: LoopConfig,
+    /// Evaluation and best-model selection.
+    pub eval: EvalConfig,
+}
+
+/// Dataset and input pipeline.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    /// `synth`, `fashion-mnist` or the path of a `manifest.csv`.
+    pub dataset: String,
+    /// Directory of the named datasets.
+    pub root: PathBuf,
+    /// Network input side in pixels.
+    pub image_size: u32,
+    /// Random-resized-crop and flip for training.
+    pub augment: bool,
+    /// Hold out the last N training classes as `val` (0: keep the manifest's splits).
+    pub val_classes: usize,
+    /// Decoding threads (0: one per core).
+    pub threads: usize,
+    /// Images generated for the synthetic set.
+    pub synth_images: usize,
+    /// Side of the generated synthetic images.
+    pub synth_size: u32,
+}
+
+/// Backbone and embedding head.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// `small_cnn`, `resnet18` or `resnet50`.
+    pub backbone: String,
+    /// Torchvision weights (`.pth` / `.safetensors`) for a ResNet; empty for none.
+    pub pretrained: String,
+    /// Embedding dimension D.
+    pub embedding_dim: usize,
+    /// Pooling of the last feature map.
+    pub pooling: Pooling,
+    /// L2-normalise the embeddings (and evaluate with cosine similarity).
+    pub normalize: bool,
+    /// Freeze every batch-norm layer of the backbone.
+    pub freeze_batchnorm: bool,
+}
+
+/// The optimiser family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// Adam (Kingma & Ba), L2 weight decay added to the gradient.
+    Adam,
+    /// AdamW (Loshchilov & Hutter), decoupled weight decay.
+    Adamw,
+    /// SGD with momentum.
+    Sgd,
+}
+
+/// Optimiser and per-group learning rates.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizerConfig {
+    /// The optimiser.
+    pub name: OptimizerKind,
+    /// Learning rate of the backbone.
+    pub lr_backbone: f64,
+    /// Learning rate of the embedding head.
+    pub lr_head: f64,
+    /// Learning rate of the loss's parameters (proxies, class weights, β).
+    pub lr_loss: f64,
+    /// Weight decay (L2 for Adam and SGD, decoupled for AdamW).
+    pub weight_decay: f64,
+    /// SGD momentum.
+    pub momentum: f64,
+}
+
+/// Step learning-rate schedule: `lr · gamma^(epoch / step_epochs)`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleConfig {
+    /// Epochs between decays (0: constant).
+    pub step_epochs: usize,
+    /// Decay factor.
+    pub gamma: f64,
+}
+
+impl ScheduleConfig {
+    /// The learning-rate factor during (0-based) `epoch`.
+    pub fn factor(&self, epoch: usize) -> f64 {
+        match epoch.checked_div(self.step_epochs) {
+            None => 1.0,
+            Some(steps) => self.gamma.powi(steps as i32),
+        }
+    }
+}
+
+/// Epochs and batches.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopConfig {
+    /// Training epochs.
+    pub epochs: usize,
+    /// Images per batch.
+    pub batch_size: usize,
+    /// Images per class in a batch.
+    pub m: usize,
+    /// Images per epoch (0: the training split's size).
+    pub samples_per_epoch: usize,
+}
+
+/// The metric used to pick the best checkpoint on `val`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectBy {
+    /// Precision@1.
+    PrecisionAt1,
+    /// R-Precision.
+    RPrecision,
+    /// MAP@R.
+    MapAtR,
+}
+
+/// Evaluation and best-model selection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every N epochs (0: only before and after training).
+    pub every: usize,
+    /// The split whose metrics are reported (`test`, `val`, `train`, …).
+    pub split: String,
+    /// Best-checkpoint criterion on the `val` split.
+    pub select_by: SelectBy,
+    /// Images per forward pass when embedding.
+    pub batch_size: usize,
+}
+
+/// Parses `text` (a TOML document; `origin` names it in errors) into a table.
+pub fn parse_table(text: &str, origin: &str) -> Result<toml::Table, TrainError> {
+    text.parse::<toml::Table>()
+        .map_err(|e| TrainError::Config(format!("{origin}: {e}")))
+}
+
+/// Recursively merges `overlay` into `base`: tables merge key by key, any other value
+/// replaces. The `loss` and `miner` sections are replaced wholesale when their `name`
+/// differs (a different loss or miner has different parameters, so the old ones must
+/// not leak into it).
+pub fn merge(base: &mut toml::Table, overlay: toml::Table) {
+    for (key, value) in overlay {
+        let section = key == "loss" || key == "miner";
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => {
+                let renamed = section && matches!((b.get("name"), o.get("name")), (Some(x), Some(y)) if x != y);
+                if renamed {
+                    *b = o;
+                } else {
+                    merge(b, o);
+                }
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Applies one `key.path=value` override. The value is read as TOML (`0.1`, `true`,
+/// `"text"`, `[1, 2]`); anything that does not parse as TOML is taken as a string, so
+/// `--set data.dataset=fashion-mnist` works unquoted. `section=none` removes an
+/// optional section (e.g. `miner=none`). Setting `loss.name` or `miner.name` to a
+/// different name starts that section afresh, dropping the previous loss's parameters.
+pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
+    let (path, raw) = assignment
+        .split_once('=')
+        .ok_or_else(|| TrainError::Config(format!("override {assignment:?} is not of the form key.path=value")))?;
+    let keys: Vec<&str> = path.trim().split('.').collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(TrainError::Config(format!("override {assignment:?} has an empty key")));
+    }
+    let raw = raw.trim();
+    let value = match format!("v = {raw}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    };
+    let (last, parents) = keys.split_last().expect("split yields at least one key");
+    let mut cur = table;
+    for (i, key) in parents.iter().enumerate() {
+        let entry = cur
+            .entry(key.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = entry.as_table_mut().ok_or_else(|| {
+            TrainError::Config(format!(
+                "override {assignment:?}: {} is not a section",
+                keys[..=i].join(".")
+            ))
+        })?;
+    }
+    if value.as_str() == Some("none") && parents.is_empty() {
+        cur.remove(*last);
+        return Ok(());
+    }
+    if matches!(parents, ["loss" | "miner"]) && *last == "name" && cur.get("name").is_some_and(|old| *old != value) {
+        cur.clear();
+    }
+    cur.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Command-line overrides of a few common keys, translated to `key=value` assignments.
+#[derive(Debug, Clone, Default)]
+pub struct Shortcuts {
+    /// `device`.
+    pub device: Option<String>,
+    /// `data.dataset`.
+    pub dataset: Option<String>,
+    /// `model.backbone`.
+    pub backbone: Option<String>,
+    /// `loss.name` (resets the loss's parameters to the new loss's defaults).
+    pub loss: Option<String>,
+    /// `train.epochs`.
+    pub epochs: Option<usize>,
+    /// `train.batch_size`.
+    pub batch_size: Option<usize>,
+    /// `seed`.
+    pub seed: Option<u64>,
+    /// `name`.
+    pub name: Option<String>,
+    /// `run_dir`.
+    pub run_dir: Option<PathBuf>,
+}
+
+impl Shortcuts {
+    fn assignments(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
+        if let Some(v) = &self.device {
+            out.push(format!("device={}", quote(v)));
+        }
+        if let Some(v) = &self.dataset {
+            out.push(format!("data.dataset={}", quote(v)));
+        }
+        if let Some(v) = &self.backbone {
+            out.push(format!("model.backbone={}", quote(v)));
+        }
+        if let Some(v) = &self.loss {
+            out.push(format!("loss.name={}", quote(v)));
+        }
+        if let Some(v) = self.epochs {
+            out.push(format!("train.epochs={v}"));
+        }
+        if let Some(v) = self.batch_size {
+            out.push(format!("train.batch_size={v}"));
+        }
+        if let Some(v) = self.seed {
+            out.push(format!("seed={v}"));
+        }
+        if let Some(v) = &self.name {
+            out.push(format!("name={}", quote(v)));
+        }
+        if let Some(v) = &self.run_dir {
+            out.push(format!("run_dir={}", quote(&v.to_string_lossy())));
+        }
+        out
+    }
+}
+
+impl TrainConfig {
+    /// Resolves the configuration: the embedded default, then the optional user file,
+    /// then the shortcut flags, then every `--set` assignment, in that order.
+    pub fn resolve(file: Option<&Path>, shortcuts: &Shortcuts, sets: &[String]) -> Result<Self, TrainError> {
+        let mut table = parse_table(DEFAULT_TOML, "embedded default config")?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", path.display())))?;
+            merge(&mut table, parse_table(&text, &path.display().to_string())?);
+        }
+        for assignment in shortcuts.assignments().iter().chain(sets) {
+            apply_override(&mut table, assignment)?;
+        }
+        Self::from_table(table, file)
+    }
+
+    /// Checks a merged table into a configuration; errors name the offending key.
+    pub fn from_table(table: toml::Table, origin: Option<&Path>) -> Result<Self, TrainError> {
+        let origin = origin.map_or_else(
+            || "configuration".to_string(),
+            |p| format!("configuration (from {})", p.display()),
+        );
+        let config: Self = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| TrainError::Config(format!("{origin}: {}", e.message().trim())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a resolved `config.toml` (of a run directory).
+    pub fn read(path: &Path) -> Result<Self, TrainError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", path.display())))?;
+        Self::from_table(parse_table(&text, &path.display().to_string())?, Some(path))
+    }
+
+    /// The resolved configuration as TOML text.
+    pub fn to_toml(&self) -> Result<String, TrainError> {
+        toml::to_string_pretty(self).map_err(|e| TrainError::Config(format!("cannot serialise the configuration: {e}")))
+    }
+
+    /// The run directory `run_dir/name`.
+    pub fn run_path(&self) -> PathBuf {
+        self.run_dir.join(&self.name)
+    }
+
+    /// Checks value ranges that serde cannot express.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let fail = |key: &str, why: String| Err(TrainError::Config(format!("{key}: {why}")));
+        crate::device::parse_device(&self.device)?;
+        dml_models::BackboneConfig::from_name(&self.model.backbone)
+            .map_err(|e| TrainError::Config(format!("model.backbone: {e}")))?;
+        if self.name.is_empty() || self.name.contains(['/', '\\']) || self.name == "." || self.name == ".." {
+            return fail("name", format!("{:?} is not a plain directory name", self.name));
+        }
+        if self.model.embedding_dim == 0 {
+            return fail("model.embedding_dim", "must be positive".into());
+        }
+        if self.data.image_size < 8 {
+            return fail(
+                "data.image_size",
+                format!("{} is too small (at least 8)", self.data.image_size),
+            );
+        }
+        let t = &self.train;
+        if t.m == 0 || t.batch_size == 0 || !t.batch_size.is_multiple_of(t.m) || t.batch_size / t.m < 2 {
+            return fail(
+                "train.batch_size",
+                format!(
+                    "{} must be a multiple of train.m = {} with at least 2 classes per batch",
+                    t.batch_size, t.m
+                ),
+            );
+        }
+        for (key, lr) in [
+            ("optimizer.lr_backbone", self.optimizer.lr_backbone),
+            ("optimizer.lr_head", self.optimizer.lr_head),
+            ("optimizer.lr_loss", self.optimizer.lr_loss),
+        ] {
+            if !(lr.is_finite() && lr >= 0.0) {
+                return fail(key, format!("{lr} is not a finite non-negative learning rate"));
+            }
+        }
+        if !(self.schedule.gamma.is_finite() && self.schedule.gamma > 0.0) {
+            return fail("schedule.gamma", format!("{} must be positive", self.schedule.gamma));
+        }
+        if self.eval.batch_size == 0 {
+            return fail("eval.batch_size", "must be positive".into());
+        }
+        self.eval
+            .split
+            .parse::<dml_data::Split>()
+            .map_err(|e| TrainError::Config(format!("eval.split: {e}")))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_resolves_and_round_trips() {
+        let c = TrainConfig::resolve(None, &Shortcuts::default(), &[]).unwrap();
+        assert_eq!(c.device, "flex");
+        let again = TrainConfig::from_table(parse_table(&c.to_toml().unwrap(), "x").unwrap(), None).unwrap();
+        assert_eq!(again.to_toml().unwrap(), c.to_toml().unwrap());
+    }
+
+    #[test]
+    fn overrides_parse_values_and_reset_renamed_sections() {
+        let sets = vec![
+            "train.epochs=7".to_string(),
+            "data.dataset=fashion-mnist".to_string(),
+            "optimizer.lr_head=0.5".to_string(),
+            "miner=none".to_string(),
+        ];
+        let c = TrainConfig::resolve(None, &Shortcuts::default(), &sets).unwrap();
+        assert_eq!(c.train.epochs, 7);
+        assert_eq!(c.data.dataset, "fashion-mnist");
+        assert_eq!(c.optimizer.lr_head, 0.5);
+        assert!(c.miner.is_none());
+        // The run name is a plain top-level key, not a section's name.
+        let s = Shortcuts {
+            name: Some("other".into()),
+            ..Shortcuts::default()
+        };
+        assert_eq!(TrainConfig::resolve(None, &s, &[]).unwrap().name, "other");
+        // Changing the optimiser keeps its learning rates.
+        let c = TrainConfig::resolve(None, &Shortcuts::default(), &["optimizer.name=sgd".to_string()]).unwrap();
+        assert_eq!(c.optimizer.name, OptimizerKind::Sgd);
+        // Switching the loss drops the margin loss's `beta`, which ProxyAnchor would reject.
+        let s = Shortcuts {
+            loss: Some("proxy_anchor".into()),
+            ..Shortcuts::default()
+        };
+        let c = TrainConfig::resolve(None, &s, &[]).unwrap();
+        assert!(format!("{:?}", c.loss).to_lowercase().contains("proxy"));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let err = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            TrainConfig::resolve(None, &Shortcuts::default(), &sets)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(&["loss.name=no_such_loss"]).contains("no_such_loss"));
+        assert!(err(&["device=tpu"]).contains("tpu"));
+        assert!(err(&["train.batch_size=30"]).contains("train.batch_size"));
+        assert!(err(&["model.backbone=vgg"]).contains("vgg"));
+        assert!(err(&["train.epochz=3"]).contains("epochz"));
+        assert!(err(&["optimizer.name=rmsprop"]).contains("rmsprop"));
+        assert!(err(&["train.epochs"]).contains("key.path=value"));
+        assert!(err(&["eval.split=banana"]).contains("eval.split"));
+    }
+
+    #[test]
+    fn schedule_steps() {
+        let s = ScheduleConfig {
+            step_epochs: 2,
+            gamma: 0.1,
+        };
+        let f: Vec<f64> = (0..5).map(|e| s.factor(e)).collect();
+        assert_eq!(f[0], 1.0);
+        assert_eq!(f[1], 1.0);
+        assert!((f[2] - 0.1).abs() < 1e-12 && (f[4] - 0.01).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,166 @@
+//! Finding (or preparing on first use) the dataset of a run and building its splits.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dml_data::{Crop, ImageDataset, Manifest, Pipeline, Split, TransformConfig};
+
+use crate::config::DataConfig;
+use crate::error::TrainError;
+
+/// The manifest path a dataset setting refers to, preparing `synth` or `fashion-mnist`
+/// under `root` when it does not exist yet (through a staging directory, so an
+/// interrupted preparation leaves nothing half-written behind).
+pub fn resolve_manifest(data: &DataConfig) -> Result<PathBuf, TrainError> {
+    match data.dataset.as_str() {
+        "synth" => {
+            let dir = data
+                .root
+                .join(format!("synth-n{}-s{}", data.synth_images, data.synth_size));
+            let manifest = dir.join("manifest.csv");
+            if !manifest.is_file() {
+                eprintln!("generating the synthetic set in {} …", dir.display());
+                xtask::synth::run(&xtask::synth::SynthArgs {
+                    out: dir,
+                    n: data.synth_images,
+                    seed: 0,
+                    size: data.synth_size,
+                    force: false,
+                })
+                .map_err(|e| TrainError::Config(format!("data.dataset = \"synth\": cannot generate it: {e:#}")))?;
+            }
+            Ok(manifest)
+        }
+        "fashion-mnist" => {
+            let dir = data.root.join("fashion-mnist");
+            let manifest = dir.join("manifest.csv");
+            if !manifest.is_file() {
+                let src = PathBuf::from("/usr/share/datasets/fashion-mnist");
+                eprintln!(
+                    "preparing Fashion-MNIST from {} into {} …",
+                    src.display(),
+                    dir.display()
+                );
+                xtask::prepare::run(
+                    &xtask::prepare::Dataset::FashionMnist { src },
+                    &xtask::CommonArgs {
+                        out: Some(dir),
+                        val_classes: 0,
+                        force: false,
+                        no_verify_counts: false,
+                    },
+                )
+                .map_err(|e| {
+                    TrainError::Config(format!(
+                        "data.dataset = \"fashion-mnist\": cannot prepare it ({e:#}); install the Debian \
+                         package dataset-fashion-mnist or run `cargo xtask prepare fashion-mnist --src DIR`"
+                    ))
+                })?;
+            }
+            Ok(manifest)
+        }
+        path => {
+            let p = Path::new(path);
+            let manifest = if p.is_dir() {
+                p.join("manifest.csv")
+            } else {
+                p.to_path_buf()
+            };
+            if !manifest.is_file() {
+                return Err(TrainError::Config(format!(
+                    "data.dataset: {} does not exist; give \"synth\", \"fashion-mnist\" or the path of a \
+                     manifest.csv (see `cargo xtask prepare --help`)",
+                    manifest.display()
+                )));
+            }
+            Ok(manifest)
+        }
+    }
+}
+
+/// The manifest of a run, with `val_classes` held out.
+pub fn load_manifest(data: &DataConfig) -> Result<Arc<Manifest>, TrainError> {
+    let path = resolve_manifest(data)?;
+    let mut manifest = Manifest::read(&path)?;
+    manifest.hold_out_val_classes(data.val_classes)?;
+    Ok(Arc::new(manifest))
+}
+
+/// The training transform: random-resized crop (area 0.25–1, a milder range than
+/// ImageNet's 0.08 because DML images are object-centred) and flips when augmenting,
+/// otherwise the evaluation transform.
+pub fn train_transform(data: &DataConfig) -> TransformConfig {
+    if data.augment {
+        TransformConfig {
+            crop: Crop::RandomResized {
+                size: data.image_size,
+                scale: (0.25, 1.0),
+                ratio: (3.0 / 4.0, 4.0 / 3.0),
+            },
+            ..TransformConfig::train(data.image_size)
+        }
+    } else {
+        eval_transform(data)
+    }
+}
+
+/// The evaluation transform: the shorter side resized to the input size, centre crop.
+pub fn eval_transform(data: &DataConfig) -> TransformConfig {
+    TransformConfig {
+        resize: Some(data.image_size),
+        crop: Crop::Center { size: data.image_size },
+        ..TransformConfig::eval(data.image_size)
+    }
+}
+
+/// The images of `split` (or, for `test` on a query/gallery dataset such as In-shop,
+/// `None`: the caller evaluates query against gallery instead).
+pub fn split_dataset(
+    manifest: &Arc<Manifest>,
+    split: Split,
+    transform: TransformConfig,
+) -> Result<Option<Arc<ImageDataset>>, TrainError> {
+    let ds = ImageDataset::new(manifest.clone(), &[split], Pipeline::new(transform)?);
+    Ok((!ds.is_empty()).then(|| Arc::new(ds)))
+}
+
+/// Dense class indices `0..C` for the training labels (proxies and class weights need
+/// them), in ascending class-id order.
+pub fn dense_labels(labels: &[u32]) -> (Vec<u32>, usize) {
+    let mut ids: Vec<u32> = labels.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let dense = labels
+        .iter()
+        .map(|l| ids.binary_search(l).expect("label from the same list") as u32)
+        .collect();
+    (dense, ids.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_labels_keep_order_of_ids() {
+        let (d, c) = dense_labels(&[7, 3, 7, 10]);
+        assert_eq!(d, vec![1, 0, 1, 2]);
+        assert_eq!(c, 3);
+    }
+
+    #[test]
+    fn a_missing_manifest_is_named() {
+        let data = DataConfig {
+            dataset: "/no/such/manifest.csv".into(),
+            root: "data".into(),
+            image_size: 32,
+            augment: false,
+            val_classes: 0,
+            threads: 1,
+            synth_images: 10,
+            synth_size: 32,
+        };
+        let e = resolve_manifest(&data).unwrap_err().to_string();
+        assert!(e.contains("/no/such/manifest.csv") && e.contains("synth"), "{e}");
+    }
+}

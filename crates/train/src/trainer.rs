@@ -1,0 +1,560 @@
+//! The training loop: M-per-class batches → model → loss (+ miner) → three optimiser
+//! groups (backbone, head, loss parameters), with evaluation, best-model selection on
+//! `val`, atomic checkpoints and exact resumption.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{AdamConfig, AdamWConfig, GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::store::ModuleRecord;
+use burn::tensor::{Device, Tensor, TensorData};
+use dml_data::{BatchLoader, BatchSampler, ImageDataset, LoaderConfig, MPerClassSampler, Split, mix};
+use dml_losses::{MetricLoss, Miner};
+use dml_models::{BackboneConfig, EmbeddingModel, EmbeddingModelConfig};
+
+use crate::checkpoint::{self, Best, MetricsRecord, TrainState};
+use crate::config::{OptimizerConfig, OptimizerKind, SelectBy, TrainConfig};
+use crate::data;
+use crate::device::parse_device;
+use crate::error::TrainError;
+use crate::eval::{self, EvalData, Metrics};
+
+/// How a run is driven (not part of the run's configuration).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Continue from the run directory's latest checkpoint (a fresh start when there is
+    /// none yet).
+    pub resume: bool,
+    /// Draw progress bars (they are hidden anyway when stderr is not a terminal).
+    pub progress: bool,
+    /// Stop after this many completed epochs, as if interrupted (for tests and for
+    /// splitting a long run into sessions).
+    pub stop_after_epochs: Option<usize>,
+}
+
+/// What a finished (or stopped) run reports.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Every evaluation, the untrained model first.
+    pub history: Vec<MetricsRecord>,
+    /// The best model on `val`, if the dataset has a `val` split.
+    pub best: Option<Best>,
+}
+
+impl RunSummary {
+    /// Metrics of the untrained model on the reported split.
+    pub fn before(&self) -> Option<&Metrics> {
+        self.history.first().map(|r| &r.metrics)
+    }
+
+    /// Metrics after the last completed epoch.
+    pub fn after(&self) -> Option<&Metrics> {
+        self.history.last().map(|r| &r.metrics)
+    }
+}
+
+/// The model, the loss and the optimiser groups of a run, on the training device.
+pub struct Learner {
+    /// The embedding network.
+    pub model: EmbeddingModel,
+    /// The loss with its learnable state.
+    pub loss: MetricLoss,
+    /// The optional miner.
+    pub miner: Option<Miner>,
+    optim_backbone: ModuleOptimizer,
+    optim_head: ModuleOptimizer,
+    optim_loss: ModuleOptimizer,
+}
+
+/// Builds the embedding model of `config` on `device`, loading pretrained weights first
+/// and freezing batch norm afterwards (so that the loaded statistics are the frozen ones).
+pub fn build_model(config: &TrainConfig, device: &Device) -> Result<EmbeddingModel, TrainError> {
+    let m = &config.model;
+    let model_config = EmbeddingModelConfig {
+        backbone: BackboneConfig::from_name(&m.backbone)?,
+        dim: m.embedding_dim,
+        pooling: m.pooling,
+        normalize: m.normalize,
+        freeze_batchnorm: false,
+    };
+    let mut model = model_config.init(device)?;
+    if !m.pretrained.is_empty() {
+        let report = model.backbone.load_pretrained(Path::new(&m.pretrained))?;
+        eprintln!(
+            "loaded {} tensors from {} ({} unused: {})",
+            report.applied,
+            m.pretrained,
+            report.unused.len(),
+            report.unused.join(", ")
+        );
+    }
+    if m.freeze_batchnorm {
+        model.backbone = model.backbone.freeze_batchnorm();
+    }
+    Ok(model)
+}
+
+fn optimizer(config: &OptimizerConfig) -> ModuleOptimizer {
+    let decay = (config.weight_decay > 0.0).then(|| WeightDecayConfig::new(config.weight_decay as f32));
+    match config.name {
+        // PyTorch's epsilon (1e-8), so that learning rates carry over from the papers.
+        OptimizerKind::Adam => AdamConfig::new().with_epsilon(1e-8).with_weight_decay(decay).init(),
+        OptimizerKind::Adamw => AdamWConfig::new()
+            .with_epsilon(1e-8)
+            .with_weight_decay(config.weight_decay as f32)
+            .init(),
+        OptimizerKind::Sgd => SgdConfig::new()
+            .with_weight_decay(decay)
+            .with_momentum((config.momentum > 0.0).then_some(MomentumConfig {
+                momentum: config.momentum,
+                dampening: 0.0,
+                nesterov: false,
+            }))
+            .init(),
+    }
+}
+
+impl Learner {
+    /// A fresh learner: the model seeded by `config.seed`, the loss sized for
+    /// `num_classes`.
+    pub fn new(config: &TrainConfig, num_classes: usize, device: &Device) -> Result<Self, TrainError> {
+        device.seed(config.seed);
+        let model = build_model(config, device)?;
+        let loss = config.loss.init(num_classes, config.model.embedding_dim, device)?;
+        let miner = config.miner.as_ref().map(|m| m.init()).transpose()?;
+        Ok(Self {
+            model,
+            loss,
+            miner,
+            optim_backbone: optimizer(&config.optimizer),
+            optim_head: optimizer(&config.optimizer),
+            optim_loss: optimizer(&config.optimizer),
+        })
+    }
+
+    /// One optimisation step on a batch; returns the loss value.
+    ///
+    /// `labels` are dense class indices; `seed` drives stochastic miners; `lrs` are the
+    /// learning rates of the backbone, head and loss groups.
+    pub fn step(
+        &mut self,
+        images: Tensor<4>,
+        labels: &[u32],
+        seed: u64,
+        lrs: [f64; 3],
+    ) -> Result<f64, dml_losses::LossError> {
+        self.step_inner(images, labels, seed, lrs, false).map(|(v, _)| v)
+    }
+
+    /// [`Learner::step`] with the device synchronised between the phases, returning how
+    /// long each took (for benchmarks; the synchronisation costs a little throughput).
+    pub fn step_profiled(
+        &mut self,
+        images: Tensor<4>,
+        labels: &[u32],
+        seed: u64,
+        lrs: [f64; 3],
+    ) -> Result<(f64, StepTimes), dml_losses::LossError> {
+        self.step_inner(images, labels, seed, lrs, true)
+    }
+
+    fn step_inner(
+        &mut self,
+        images: Tensor<4>,
+        labels: &[u32],
+        seed: u64,
+        lrs: [f64; 3],
+        profile: bool,
+    ) -> Result<(f64, StepTimes), dml_losses::LossError> {
+        let device = images.device();
+        let sync = |t: &mut Instant| -> f64 {
+            if profile {
+                let _ = device.sync();
+            }
+            let dt = t.elapsed().as_secs_f64();
+            *t = Instant::now();
+            dt
+        };
+        let mut times = StepTimes::default();
+        let mut t = Instant::now();
+        let embeddings = self.model.forward(images);
+        times.forward = sync(&mut t);
+        let out = self.loss.forward(embeddings, labels, self.miner.as_ref(), seed)?;
+        let value = f64::from(out.loss.clone().into_scalar::<f32>());
+        times.loss = sync(&mut t);
+        let mut grads = out.loss.backward();
+        times.backward = sync(&mut t);
+        let g_backbone = GradientsParams::from_module(&mut grads, &self.model.backbone);
+        let g_head = GradientsParams::from_module(&mut grads, &self.model.head);
+        let g_loss = GradientsParams::from_module(&mut grads, &self.loss);
+        let EmbeddingModel { backbone, head } = self.model.clone();
+        let backbone = self.optim_backbone.step(lrs[0], backbone, g_backbone);
+        let head = self.optim_head.step(lrs[1], head, g_head);
+        self.model = EmbeddingModel { backbone, head };
+        if self.loss.has_parameters() {
+            self.loss = self.optim_loss.step(lrs[2], self.loss.clone(), g_loss);
+        }
+        times.update = sync(&mut t);
+        Ok((value, times))
+    }
+
+    /// Writes the weights and optimiser states into `dir`.
+    pub fn save(&self, dir: &Path) -> Result<(), TrainError> {
+        let save = |record: ModuleRecord, file: &str| {
+            record
+                .save(dir.join(file))
+                .map_err(|e| TrainError::io(dir.join(file), e))
+        };
+        // `valid()` folds the pending running-statistics update of batch norm into the
+        // recorded values (the plain record may be one update behind).
+        save(self.model.valid().into_record(), checkpoint::MODEL_FILE)?;
+        save(self.loss.valid().into_record(), checkpoint::LOSS_FILE)?;
+        for (optim, file) in [&self.optim_backbone, &self.optim_head, &self.optim_loss]
+            .into_iter()
+            .zip(checkpoint::OPTIM_FILES)
+        {
+            optim
+                .save(dir.join(file))
+                .map_err(|e| TrainError::io(dir.join(file), e))?;
+        }
+        Ok(())
+    }
+
+    /// Restores weights and optimiser states written by [`Learner::save`].
+    pub fn load(mut self, dir: &Path) -> Result<Self, TrainError> {
+        let bad = |what: &str, e: &dyn std::fmt::Display| TrainError::Checkpoint {
+            path: dir.to_path_buf(),
+            message: format!("{what}: {e}"),
+        };
+        let record = |file: &str| ModuleRecord::load(dir.join(file)).map_err(|e| bad(file, &e));
+        self.model = self
+            .model
+            .try_load_record(record(checkpoint::MODEL_FILE)?)
+            .map_err(|e| bad("model weights do not fit the configured model", &e))?;
+        self.loss = self
+            .loss
+            .try_load_record(record(checkpoint::LOSS_FILE)?)
+            .map_err(|e| bad("loss state does not fit the configured loss", &e))?;
+        let [b, h, l] = checkpoint::OPTIM_FILES;
+        self.optim_backbone = self.optim_backbone.load(dir.join(b)).map_err(|e| bad(b, &e))?;
+        self.optim_head = self.optim_head.load(dir.join(h)).map_err(|e| bad(h, &e))?;
+        self.optim_loss = self.optim_loss.load(dir.join(l)).map_err(|e| bad(l, &e))?;
+        Ok(self)
+    }
+}
+
+/// Seconds spent in each phase of a profiled step.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct StepTimes {
+    /// Backbone and head forward pass.
+    pub forward: f64,
+    /// Loss (and miner) forward pass, including reading the loss value back.
+    pub loss: f64,
+    /// Backward pass.
+    pub backward: f64,
+    /// Optimiser updates.
+    pub update: f64,
+}
+
+/// The datasets of a run.
+struct RunData {
+    train: Arc<ImageDataset>,
+    dense: Vec<u32>,
+    num_classes: usize,
+    report: EvalData,
+    val: Option<EvalData>,
+}
+
+fn load_data(config: &TrainConfig) -> Result<RunData, TrainError> {
+    let manifest = data::load_manifest(&config.data)?;
+    let train =
+        data::split_dataset(&manifest, Split::Train, data::train_transform(&config.data))?.ok_or_else(|| {
+            TrainError::Config(format!(
+                "data.dataset {}: the manifest has no train images",
+                config.data.dataset
+            ))
+        })?;
+    let (dense, num_classes) = data::dense_labels(train.labels());
+    let eval_transform = data::eval_transform(&config.data);
+    let split: Split = config
+        .eval
+        .split
+        .parse()
+        .map_err(|e| TrainError::Config(format!("eval.split: {e}")))?;
+    let report = EvalData::of_split(&manifest, split, &eval_transform)?.ok_or_else(|| {
+        TrainError::Config(format!(
+            "eval.split = {:?}: the dataset {} has no images in that split",
+            config.eval.split, config.data.dataset
+        ))
+    })?;
+    let val = if split == Split::Val {
+        None
+    } else {
+        EvalData::of_split(&manifest, Split::Val, &eval_transform)?
+    };
+    Ok(RunData {
+        train,
+        dense,
+        num_classes,
+        report,
+        val,
+    })
+}
+
+fn selected(m: &Metrics, by: SelectBy) -> f64 {
+    match by {
+        SelectBy::PrecisionAt1 => m.precision_at_1,
+        SelectBy::RPrecision => m.r_precision,
+        SelectBy::MapAtR => m.map_at_r,
+    }
+}
+
+/// Trains (or resumes) the run of `config`.
+pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, TrainError> {
+    let device = parse_device(&config.device)?;
+    let train_device = device.clone().autodiff();
+    let run = config.run_path();
+    let data = load_data(config)?;
+    let mut learner = Learner::new(config, data.num_classes, &train_device)?;
+
+    let config_text = config.to_toml()?;
+    let latest = checkpoint::pointed(&run, "latest.json")?;
+    let mut state = match (&latest, options.resume) {
+        (Some(_), false) => {
+            return Err(TrainError::Config(format!(
+                "run directory {} already holds a run; pass --resume to continue it or choose another --name",
+                run.display()
+            )));
+        }
+        (Some(dir), true) => {
+            check_same_config(&run, config)?;
+            let state = checkpoint::read_state(dir)?;
+            if state.seed != config.seed {
+                return Err(TrainError::Checkpoint {
+                    path: dir.clone(),
+                    message: format!(
+                        "was trained with seed {}, the configuration says {}",
+                        state.seed, config.seed
+                    ),
+                });
+            }
+            learner = learner.load(dir)?;
+            eprintln!("resuming {} after epoch {}", run.display(), state.epochs_done);
+            state
+        }
+        (None, _) => TrainState {
+            epochs_done: 0,
+            global_step: 0,
+            seed: config.seed,
+            history: Vec::new(),
+            best: None,
+        },
+    };
+    std::fs::create_dir_all(&run).map_err(|e| TrainError::io(&run, e))?;
+    dml_data::write_atomic(&run.join("config.toml"), config_text.as_bytes())
+        .map_err(|e| TrainError::io(run.join("config.toml"), e))?;
+    checkpoint::write_metrics(&run, &state.history)?;
+
+    let threads = config.data.threads;
+    let eval_model = |learner: &Learner| -> Result<(Metrics, Option<Metrics>), TrainError> {
+        let model = learner.model.valid();
+        let m = eval::evaluate(
+            &model,
+            &data.report,
+            config.eval.batch_size,
+            threads,
+            &device,
+            config.model.normalize,
+        )?;
+        let v = match &data.val {
+            Some(v) => Some(eval::evaluate(
+                &model,
+                v,
+                config.eval.batch_size,
+                threads,
+                &device,
+                config.model.normalize,
+            )?),
+            None => None,
+        };
+        Ok((m, v))
+    };
+
+    if state.history.is_empty() {
+        let (metrics, val) = eval_model(&learner)?;
+        let record = MetricsRecord {
+            epoch: 0,
+            split: config.eval.split.clone(),
+            metrics,
+            val,
+            train_loss: None,
+            lr_factor: config.schedule.factor(0),
+            images_per_sec: None,
+        };
+        print_record(&record);
+        state.history.push(record);
+        checkpoint::write_metrics(&run, &state.history)?;
+    }
+
+    let samples = if config.train.samples_per_epoch == 0 {
+        data.train.len()
+    } else {
+        config.train.samples_per_epoch
+    };
+    let sampler = MPerClassSampler::new(
+        &data.dense,
+        config.train.m,
+        config.train.batch_size,
+        samples.max(config.train.batch_size),
+        config.seed,
+    )?;
+    let loader_config = LoaderConfig { threads, prefetch: 2 };
+
+    while state.epochs_done < config.train.epochs {
+        if options.stop_after_epochs.is_some_and(|n| state.epochs_done >= n) {
+            break;
+        }
+        let epoch = state.epochs_done;
+        let factor = config.schedule.factor(epoch);
+        let o = &config.optimizer;
+        let lrs = [o.lr_backbone * factor, o.lr_head * factor, o.lr_loss * factor];
+        let batches = sampler.batches(epoch as u64);
+        let n_batches = batches.len();
+        let loader = BatchLoader::new(
+            data.train.clone(),
+            batches,
+            mix(config.seed, epoch as u64),
+            &loader_config,
+        )?;
+        let bar = progress_bar(options.progress, n_batches, epoch + 1, config.train.epochs);
+        let start = Instant::now();
+        let (mut loss_sum, mut images_seen) = (0.0f64, 0usize);
+        for (step, batch) in loader.enumerate() {
+            let batch = batch?;
+            let labels: Vec<u32> = batch.items.iter().map(|&i| data.dense[i]).collect();
+            let images = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), &train_device);
+            let step_seed = mix(mix(config.seed, epoch as u64), step as u64);
+            let value = learner
+                .step(images, &labels, step_seed, lrs)
+                .map_err(|e| TrainError::Diverged {
+                    epoch,
+                    step,
+                    message: e.to_string(),
+                })?;
+            if !value.is_finite() {
+                return Err(TrainError::Diverged {
+                    epoch,
+                    step,
+                    message: format!("the loss is {value}; lower the learning rates"),
+                });
+            }
+            loss_sum += value;
+            images_seen += labels.len();
+            state.global_step += 1;
+            let rate = images_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("loss {:.4} · {rate:.0} img/s", loss_sum / (step + 1) as f64));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let images_per_sec = images_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+        state.epochs_done += 1;
+        let last = state.epochs_done == config.train.epochs;
+        let due = config.eval.every > 0 && state.epochs_done.is_multiple_of(config.eval.every);
+        let mut is_best = false;
+        if due || last {
+            let (metrics, val) = eval_model(&learner)?;
+            if let Some(v) = &val {
+                let value = selected(v, config.eval.select_by);
+                if state.best.is_none_or(|b| value > b.value) {
+                    state.best = Some(Best {
+                        epoch: state.epochs_done,
+                        value,
+                    });
+                    is_best = true;
+                }
+            }
+            let record = MetricsRecord {
+                epoch: state.epochs_done,
+                split: config.eval.split.clone(),
+                metrics,
+                val,
+                train_loss: Some(loss_sum / n_batches.max(1) as f64),
+                lr_factor: factor,
+                images_per_sec: Some(images_per_sec),
+            };
+            print_record(&record);
+            state.history.push(record);
+        } else {
+            eprintln!(
+                "epoch {}/{}: loss {:.4}, {images_per_sec:.0} img/s",
+                state.epochs_done,
+                config.train.epochs,
+                loss_sum / n_batches.max(1) as f64
+            );
+        }
+        checkpoint::commit(&run, &state, is_best, |dir| learner.save(dir))?;
+        // The metrics file is rewritten only once the checkpoint that contains these
+        // evaluations is committed, so it never runs ahead of what a resume restores.
+        checkpoint::write_metrics(&run, &state.history)?;
+    }
+    Ok(RunSummary {
+        run_dir: run,
+        history: state.history,
+        best: state.best,
+    })
+}
+
+/// A resumed run must use the configuration it was started with (only `train.epochs`
+/// may grow); otherwise the continuation would not be the same experiment.
+fn check_same_config(run: &Path, config: &TrainConfig) -> Result<(), TrainError> {
+    let path = run.join("config.toml");
+    let saved = TrainConfig::read(&path)?;
+    let mut a = saved.clone();
+    a.train.epochs = config.train.epochs;
+    let (x, y) = (a.to_toml()?, config.to_toml()?);
+    if x != y {
+        let diff: Vec<String> = x
+            .lines()
+            .zip(y.lines())
+            .filter(|(p, q)| p != q)
+            .map(|(p, q)| format!("{p}  →  {q}"))
+            .take(5)
+            .collect();
+        return Err(TrainError::Config(format!(
+            "--resume: the configuration differs from the run's {} ({})",
+            path.display(),
+            diff.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+fn print_record(r: &MetricsRecord) {
+    let val = r.val.map_or(String::new(), |v| {
+        format!(" | val P@1 {:.4} MAP@R {:.4}", v.precision_at_1, v.map_at_r)
+    });
+    let loss = r.train_loss.map_or(String::new(), |l| format!(" | loss {l:.4}"));
+    let speed = r.images_per_sec.map_or(String::new(), |s| format!(" | {s:.0} img/s"));
+    println!(
+        "epoch {:>3} | {} P@1 {:.4} R-P {:.4} MAP@R {:.4}{val}{loss}{speed}",
+        r.epoch, r.split, r.metrics.precision_at_1, r.metrics.r_precision, r.metrics.map_at_r
+    );
+}
+
+fn progress_bar(enabled: bool, len: usize, epoch: usize, epochs: usize) -> indicatif::ProgressBar {
+    if !enabled {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(format!("epoch {epoch}/{epochs}"));
+    bar
+}

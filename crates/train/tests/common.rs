@@ -1,0 +1,52 @@
+//! Shared setup of the train integration tests: a tiny synthetic set in a temporary
+//! directory and a small, fast configuration over it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use train::{Shortcuts, TrainConfig};
+
+/// The data root shared by every test of one test binary (the set is generated once).
+pub fn data_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("dml-train-tests-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+/// A configuration for a 2-epoch run on 300 synthetic 32² images at 24², written under
+/// `runs` with the given name.
+pub fn tiny_config(runs: &Path, name: &str, extra: &[&str]) -> TrainConfig {
+    let mut sets: Vec<String> = [
+        "data.synth_images=300",
+        "data.synth_size=32",
+        "data.image_size=24",
+        "data.threads=2",
+        "model.embedding_dim=32",
+        "train.epochs=2",
+        "train.batch_size=20",
+        "train.m=4",
+        "train.samples_per_epoch=400",
+        "eval.batch_size=100",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    sets.push(format!("data.root={}", toml_string(data_root())));
+    sets.extend(extra.iter().map(|s| s.to_string()));
+    let shortcuts = Shortcuts {
+        name: Some(name.to_string()),
+        run_dir: Some(runs.to_path_buf()),
+        ..Shortcuts::default()
+    };
+    TrainConfig::resolve(None, &shortcuts, &sets).unwrap()
+}
+
+/// A path as a quoted TOML string.
+pub fn toml_string(p: &Path) -> String {
+    toml::Value::String(p.to_string_lossy().into_owned()).to_string()
+}
