@@ -782,12 +782,12 @@ impl MetricLoss {
         if self.is_host_evaluated() {
             let hm = HostMatrix::from_tensor(matrix.clone(), is_similarity);
             let tuples = miner.map(|mi| {
-                // Without embeddings the dimension is unknown; the distance-weighted density
-                // is then evaluated for the dimension of an N-sample subspace.
+                // Without embeddings the dimension is unknown: the distance-weighted miner uses
+                // its configured `dim`, else N.
                 mi.mine_matrix(&MineInput {
                     matrix: &hm,
                     labels,
-                    dim: n.max(4),
+                    dim: n.max(2),
                     seed,
                 })
             });
@@ -805,12 +805,12 @@ impl MetricLoss {
                     is_similarity,
                 }
             };
-            // Without embeddings the dimension is unknown; the distance-weighted density is
-            // then evaluated for the dimension of an N-sample subspace.
+            // Without embeddings the dimension is unknown: the distance-weighted miner uses its
+            // configured `dim`, else N.
             mi.mine_matrix(&MineInput {
                 matrix: &hm,
                 labels,
-                dim: n.max(4),
+                dim: n.max(2),
                 seed,
             })
         });

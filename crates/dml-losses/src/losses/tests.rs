@@ -539,3 +539,33 @@ fn host_evaluated_losses_match_finite_differences_for_every_distance() {
     let lp: LossConfig = toml::from_str("name = \"proxy_anchor\"\ndistance = { type = \"lp\" }").unwrap();
     check_gradient(&mut lp.init(3, d, &device()).unwrap(), &values, &labels, d, None);
 }
+
+#[test]
+fn distance_weighted_dimension_can_be_set_for_bare_matrices() {
+    let (n, d) = (16, 32);
+    let labels: Vec<u32> = (0..n as u32).map(|i| i / 4).collect();
+    let x = emb(random(n * d, 71), n, d);
+    let mat = Distance::euclidean().self_matrix(x.clone());
+    let margin = LossConfig::default_for("margin")
+        .unwrap()
+        .init(0, 0, &device())
+        .unwrap();
+    let cfg = |dim| {
+        MinerConfig::DistanceWeighted(crate::DistanceWeightedMinerConfig {
+            dim,
+            ..Default::default()
+        })
+    };
+    let with_dim = cfg(Some(d)).init().unwrap();
+    // With the dimension given, the matrix entry point samples exactly what the embedding
+    // entry point does.
+    let a = scalar(&margin.forward(x, &labels, Some(&with_dim), 4).unwrap().loss);
+    let b = scalar(
+        &margin
+            .forward_with_matrix(mat, false, &labels, Some(&with_dim), 4)
+            .unwrap()
+            .loss,
+    );
+    assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    assert!(cfg(Some(1)).init().is_err());
+}
