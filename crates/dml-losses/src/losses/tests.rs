@@ -106,6 +106,20 @@ fn toml_selects_losses_and_miners_by_name_with_defaults() {
         "{unknown_name}"
     );
     assert!(toml::from_str::<MinerConfig>("name = \"batch_hard\"\nepsilon = 1.0").is_err());
+    let counted: LossConfig = toml::from_str("name = \"triplet_margin\"\ntriplets_per_anchor = 5").unwrap();
+    let LossConfig::TripletMargin(t) = &counted else {
+        panic!()
+    };
+    assert_eq!(t.triplets_per_anchor, TripletsPerAnchor::Count(5));
+    let all: LossConfig = toml::from_str("name = \"margin\"\ntriplets_per_anchor = \"all\"").unwrap();
+    assert_eq!(all, LossConfig::default_for("margin").unwrap());
+    assert!(toml::from_str::<LossConfig>("name = \"margin\"\ntriplets_per_anchor = \"some\"").is_err());
+    // Random triplets per anchor are drawn from the forward seed: same seed, same loss.
+    let loss = counted.init(0, 0, &device()).unwrap();
+    let labels = [0, 0, 0, 1, 1, 2, 2];
+    let v = random(7 * 3, 8);
+    let run = |seed| scalar(&loss.forward(emb(v.clone(), 7, 3), &labels, None, seed).unwrap().loss);
+    assert_eq!(run(1), run(1));
     assert!(LossConfig::default_for("nope").is_err());
     for name in LossConfig::names() {
         let cfg = LossConfig::default_for(name).unwrap();
