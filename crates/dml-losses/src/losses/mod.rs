@@ -679,53 +679,7 @@ impl MetricLoss {
             return self.forward_host(embeddings, labels, miner, seed);
         }
         if let LossConfig::ProxyAnchor(c) = cfg {
-            let tuples = match miner {
-                None => None,
-                Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
-            };
-            let dtype = embeddings.dtype();
-            let proxies = self.proxies_val(dtype)?;
-            let distance = &self.spec.distance;
-            let sim = distance.is_similarity();
-            let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
-            if gram {
-                // cos = X Pᵀ / (|x_i| |p_c|) outside the graph, from one raw product and the
-                // row norms; the gradients re-enter at the embeddings and the proxies:
-                // ∂L/∂X = ∂R P + diag(u) X and ∂L/∂P = ∂Rᵀ X + diag(v) P.
-                let normalize = distance.normalizes();
-                let (xd, pd) = (embeddings.clone().detach(), proxies.clone().detach());
-                let classes = pd.dims()[0];
-                let xsq = host(xd.clone().square().sum_dim(1));
-                let psq = host(pd.clone().square().sum_dim(1));
-                let xn: Vec<Norm> = xsq.iter().map(|&v| Norm::new(v, normalize)).collect();
-                let pn: Vec<Norm> = psq.iter().map(|&v| Norm::new(v, normalize)).collect();
-                let raw = host(xd.clone().matmul(pd.clone().transpose()));
-                let cos = normalize_product(&raw, &xn, &pn);
-                let hl = c.host(&cos, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
-                let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
-                let cross: f64 = dr.iter().zip(&raw).map(|(a, b)| a * b).sum();
-                let x_offset = cross + u.iter().zip(&xsq).map(|(a, b)| a * b).sum::<f64>();
-                let p_offset = cross + v.iter().zip(&psq).map(|(a, b)| a * b).sum::<f64>();
-                let drt: Vec<f64> = (0..classes * n).map(|k| dr[(k % n) * classes + k / n]).collect();
-                let (device, dt) = (xd.device(), xd.dtype());
-                let gx = float2(dr, [n, classes], &device, dt).matmul(pd.clone())
-                    + float2(u, [n, 1], &device, dt) * xd.clone();
-                let gp = float2(drt, [classes, n], &device, dt).matmul(xd) + float2(v, [classes, 1], &device, dt) * pd;
-                let loss =
-                    attach_tensor(embeddings, gx, hl.value, x_offset) + attach_tensor(proxies, gp, 0.0, p_offset);
-                return Ok(LossOutput {
-                    loss,
-                    tuples: hl.tuples,
-                });
-            }
-            let mat = distance.matrix(embeddings, proxies);
-            let [_, classes] = mat.dims();
-            let values = host(mat.clone());
-            let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
-            return Ok(LossOutput {
-                loss: attach(mat, &values, hl.grad, hl.value),
-                tuples: hl.tuples,
-            });
+            return self.forward_proxy_anchor(c, embeddings, labels, miner, seed);
         }
         let zero = zero_like(&embeddings);
         if cfg.is_pair_based() {
@@ -837,6 +791,64 @@ impl MetricLoss {
             seed,
         };
         self.finish(self.pair_loss(input)?, &zero)
+    }
+
+    /// Proxy-Anchor, evaluated on the host (see `host_grad`).
+    fn forward_proxy_anchor(
+        &self,
+        c: &ProxyAnchorLossConfig,
+        embeddings: Tensor<2>,
+        labels: &[u32],
+        miner: Option<&Miner>,
+        seed: u64,
+    ) -> Result<LossOutput, LossError> {
+        let n = labels.len();
+        let tuples = match miner {
+            None => None,
+            Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
+        };
+        let dtype = embeddings.dtype();
+        let proxies = self.proxies_val(dtype)?;
+        let distance = &self.spec.distance;
+        let sim = distance.is_similarity();
+        let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
+        if gram {
+            // cos = X Pᵀ / (|x_i| |p_c|) outside the graph, from one raw product and the
+            // row norms; the gradients re-enter at the embeddings and the proxies:
+            // ∂L/∂X = ∂R P + diag(u) X and ∂L/∂P = ∂Rᵀ X + diag(v) P.
+            let normalize = distance.normalizes();
+            let (xd, pd) = (embeddings.clone().detach(), proxies.clone().detach());
+            let classes = pd.dims()[0];
+            let xsq = host(xd.clone().square().sum_dim(1));
+            let psq = host(pd.clone().square().sum_dim(1));
+            let xn: Vec<Norm> = xsq.iter().map(|&v| Norm::new(v, normalize)).collect();
+            let pn: Vec<Norm> = psq.iter().map(|&v| Norm::new(v, normalize)).collect();
+            let raw = host(xd.clone().matmul(pd.clone().transpose()));
+            let cos = normalize_product(&raw, &xn, &pn);
+            let hl = c.host(&cos, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
+            let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
+            let cross: f64 = dr.iter().zip(&raw).map(|(a, b)| a * b).sum();
+            let x_offset = cross + u.iter().zip(&xsq).map(|(a, b)| a * b).sum::<f64>();
+            let p_offset = cross + v.iter().zip(&psq).map(|(a, b)| a * b).sum::<f64>();
+            let drt: Vec<f64> = (0..classes * n).map(|k| dr[(k % n) * classes + k / n]).collect();
+            let (device, dt) = (xd.device(), xd.dtype());
+            let gx =
+                float2(dr, [n, classes], &device, dt).matmul(pd.clone()) + float2(u, [n, 1], &device, dt) * xd.clone();
+            let gp = float2(drt, [classes, n], &device, dt).matmul(xd) + float2(v, [classes, 1], &device, dt) * pd;
+            let loss = attach_tensor(embeddings, gx, hl.value, x_offset) + attach_tensor(proxies, gp, 0.0, p_offset);
+            return Ok(LossOutput {
+                loss,
+                tuples: hl.tuples,
+            });
+        }
+        let mat = distance.matrix(embeddings, proxies);
+        let [_, classes] = mat.dims();
+        let values = host(mat.clone());
+        let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
+        Ok(LossOutput {
+            loss: attach(mat, &values, hl.grad, hl.value),
+            tuples: hl.tuples,
+        })
     }
 
     /// Whether the loss is evaluated on the host with its analytic gradient (see
