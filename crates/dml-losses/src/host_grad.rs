@@ -20,7 +20,7 @@
 use burn::tensor::Tensor;
 
 use crate::distance::Distance;
-use crate::ops::{float1, float2, host};
+use crate::ops::float1;
 use crate::reducer::Reducer;
 
 /// `L` plus `G = ∂L/∂M` for a row-major `[rows, cols]` matrix `M`.
@@ -218,74 +218,129 @@ fn euclid_from_sq(sq: f64, power: f64) -> (f64, f64) {
     (d.powf(power), slope)
 }
 
-/// Rows of an embedding matrix read to the host, L2-normalised when asked (PML's
-/// `normalize`: `x / max(||x||, 1e-12)`), with the backward pass of that normalisation.
-pub(crate) struct Rows {
-    /// Row-major `[rows, dim]` values as read.
-    pub raw: Vec<f64>,
-    /// Row-major `[rows, dim]` values after normalisation.
-    pub hat: Vec<f64>,
-    /// Each row's divisor `max(||x||, 1e-12)` and whether it was clamped; `None` when the
-    /// rows were not normalised.
-    norms: Option<Vec<(f64, bool)>>,
-    pub rows: usize,
-    pub dim: usize,
+/// A row's L2-normalisation divisor `max(||x||, 1e-12)` (PML's `normalize`) and whether
+/// it depends on the row (false when clamped or when rows are not normalised: then the
+/// divisor is a constant with no derivative).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Norm {
+    pub div: f64,
+    pub live: bool,
 }
 
-impl Rows {
-    pub(crate) fn read(x: &Tensor<2>, normalize: bool) -> Self {
-        let [rows, dim] = x.dims();
-        let raw = host(x.clone());
-        let mut hat = raw.clone();
-        let norms = normalize.then(|| {
-            hat.chunks_mut(dim.max(1))
-                .map(|row| {
-                    let norm = row.iter().map(|v| v * v).sum::<f64>().sqrt();
-                    let (div, clamped) = if norm > 1e-12 { (norm, false) } else { (1e-12, true) };
-                    row.iter_mut().for_each(|v| *v /= div);
-                    (div, clamped)
-                })
-                .collect()
-        });
-        Self {
-            raw,
-            hat,
-            norms,
-            rows,
-            dim,
+impl Norm {
+    /// From a squared norm; `normalize = false` gives the constant 1.
+    pub(crate) fn new(sq: f64, normalize: bool) -> Self {
+        if !normalize {
+            return Self { div: 1.0, live: false };
         }
-    }
-
-    /// The (normalised) rows as an untracked tensor on `like`'s device and dtype.
-    pub(crate) fn tensor(&self, like: &Tensor<2>) -> Tensor<2> {
-        float2(self.hat.clone(), [self.rows, self.dim], &like.device(), like.dtype())
-    }
-
-    /// `∂L/∂x` from `∂L/∂x̂`: `(g - x̂ (x̂·g)) / ||x||` per row (just `g / 1e-12` for a
-    /// clamped, near-zero row, whose normalisation is then a plain scaling).
-    pub(crate) fn backward(&self, mut g: Vec<f64>) -> Vec<f64> {
-        let Some(norms) = &self.norms else { return g };
-        for (i, &(div, clamped)) in norms.iter().enumerate() {
-            let gi = &mut g[i * self.dim..(i + 1) * self.dim];
-            let hi = &self.hat[i * self.dim..(i + 1) * self.dim];
-            if !clamped {
-                let dot: f64 = gi.iter().zip(hi).map(|(a, b)| a * b).sum();
-                gi.iter_mut().zip(hi).for_each(|(a, b)| *a -= b * dot);
+        let norm = sq.max(0.0).sqrt();
+        if norm > 1e-12 {
+            Self { div: norm, live: true }
+        } else {
+            Self {
+                div: 1e-12,
+                live: false,
             }
-            gi.iter_mut().for_each(|a| *a /= div);
         }
-        g
     }
 }
 
-/// `A B` of host matrices through the backend's matrix product (untracked tensors).
-pub(crate) fn matmul_host(a: Vec<f64>, a_shape: [usize; 2], b: &Tensor<2>) -> Vec<f64> {
-    host(float2(a, a_shape, &b.device(), b.dtype()).matmul(b.clone()))
+/// The product of normalised rows from the raw product: `S_ij = R_ij / (a_i b_j)` for
+/// `R = X Yᵀ` (`[n, m]`), so that normalisation never has to touch the `[N, D]` embeddings.
+pub(crate) fn normalize_product(r: &[f64], a: &[Norm], b: &[Norm]) -> Vec<f64> {
+    let m = b.len();
+    r.iter()
+        .enumerate()
+        .map(|(k, &v)| v / (a[k / m].div * b[k % m].div))
+        .collect()
+}
+
+/// Back through [`normalize_product`]: from `G = ∂L/∂S` to `∂L/∂R` and the per-row
+/// coefficients `u_i = -Σ_j G_ij S_ij / a_i²` (and `v_j` likewise over columns) that the
+/// norms contribute, so that `∂L/∂X = (∂L/∂R) Y + diag(u) X` and
+/// `∂L/∂Y = (∂L/∂R)ᵀ X + diag(v) Y`.
+pub(crate) fn normalize_product_backward(
+    g: &[f64],
+    s: &[f64],
+    a: &[Norm],
+    b: &[Norm],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let m = b.len();
+    let mut u = vec![0.0; a.len()];
+    let mut v = vec![0.0; m];
+    let mut dr = vec![0.0; g.len()];
+    for (k, (&gk, &sk)) in g.iter().zip(s).enumerate() {
+        let (i, j) = (k / m, k % m);
+        dr[k] = gk / (a[i].div * b[j].div);
+        u[i] -= gk * sk;
+        v[j] -= gk * sk;
+    }
+    for (ui, ai) in u.iter_mut().zip(a) {
+        *ui = if ai.live { *ui / (ai.div * ai.div) } else { 0.0 };
+    }
+    for (vj, bj) in v.iter_mut().zip(b) {
+        *vj = if bj.live { *vj / (bj.div * bj.div) } else { 0.0 };
+    }
+    (dr, u, v)
+}
+
+/// `Σ (t ⊙ g) + (value - offset)` for an untracked gradient tensor `g` whose inner product
+/// with `t`'s values, `offset`, the caller computed on the host (see [`attach`]).
+pub(crate) fn attach_tensor(t: Tensor<2>, g: Tensor<2>, value: f64, offset: f64) -> Tensor<1> {
+    (t * g).sum() + (value - offset)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalized_product_backward_matches_finite_differences() {
+        // X [2, 3], Y [3, 3]; L = Σ c ⊙ S with S the cosine matrix.
+        let x = [0.3, -1.2, 0.5, 2.0, 0.1, -0.4];
+        let y = [1.0, 0.2, 0.3, -0.5, 0.7, 0.9, 0.05, -0.3, 1.4];
+        let c: Vec<f64> = (0..6).map(|k| 0.2 * k as f64 - 0.5).collect();
+        let loss = |x: &[f64], y: &[f64]| {
+            let norms = |v: &[f64]| {
+                v.chunks(3)
+                    .map(|r| Norm::new(r.iter().map(|a| a * a).sum(), true))
+                    .collect::<Vec<_>>()
+            };
+            let r: Vec<f64> = (0..6)
+                .map(|k| (0..3).map(|d| x[(k / 3) * 3 + d] * y[(k % 3) * 3 + d]).sum())
+                .collect();
+            let s = normalize_product(&r, &norms(x), &norms(y));
+            (
+                s.iter().zip(&c).map(|(a, b)| a * b).sum::<f64>(),
+                r,
+                s,
+                norms(x),
+                norms(y),
+            )
+        };
+        let (_, _, s, nx, ny) = loss(&x, &y);
+        let (dr, u, v) = normalize_product_backward(&c, &s, &nx, &ny);
+        for i in 0..2 {
+            for d in 0..3 {
+                let analytic: f64 = (0..3).map(|j| dr[i * 3 + j] * y[j * 3 + d]).sum::<f64>() + u[i] * x[i * 3 + d];
+                let (mut p, mut m) = (x, x);
+                p[i * 3 + d] += 1e-6;
+                m[i * 3 + d] -= 1e-6;
+                let fd = (loss(&p, &y).0 - loss(&m, &y).0) / 2e-6;
+                assert!((fd - analytic).abs() < 1e-7, "x[{i},{d}]: {fd} vs {analytic}");
+            }
+        }
+        for j in 0..3 {
+            for d in 0..3 {
+                let analytic: f64 = (0..2).map(|i| dr[i * 3 + j] * x[i * 3 + d]).sum::<f64>() + v[j] * y[j * 3 + d];
+                let (mut p, mut m) = (y, y);
+                p[j * 3 + d] += 1e-6;
+                m[j * 3 + d] -= 1e-6;
+                let fd = (loss(&x, &p).0 - loss(&x, &m).0) / 2e-6;
+                assert!((fd - analytic).abs() < 1e-7, "y[{j},{d}]: {fd} vs {analytic}");
+            }
+        }
+    }
 
     #[test]
     fn euclidean_chain_matches_finite_differences() {

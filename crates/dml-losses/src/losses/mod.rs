@@ -47,9 +47,11 @@ use serde::{Deserialize, Serialize};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::host::HostMatrix;
-use crate::host_grad::{GramMap, HostLoss, Rows, attach, attach_grad_only, matmul_host};
+use crate::host_grad::{
+    GramMap, HostLoss, Norm, attach, attach_grad_only, attach_tensor, normalize_product, normalize_product_backward,
+};
 use crate::miners::{MineInput, Miner};
-use crate::ops::{host, zero_like};
+use crate::ops::{float2, host, zero_like};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::Tuples;
 
@@ -677,41 +679,7 @@ impl MetricLoss {
             return self.forward_host(embeddings, labels, miner, seed);
         }
         if let LossConfig::ProxyAnchor(c) = cfg {
-            let tuples = match miner {
-                None => None,
-                Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
-            };
-            let dtype = embeddings.dtype();
-            let proxies = self.proxies_val(dtype)?;
-            let distance = &self.spec.distance;
-            let sim = distance.is_similarity();
-            let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
-            if gram {
-                // cos = x̂ p̂ᵀ outside the graph; the gradients enter at the embeddings and the
-                // proxies: ∂L/∂x̂ = G p̂ and ∂L/∂p̂ = Gᵀ x̂, then back through the normalisation.
-                let xr = Rows::read(&embeddings, distance.normalizes());
-                let pr = Rows::read(&proxies, distance.normalizes());
-                let (xt, pt) = (xr.tensor(&embeddings), pr.tensor(&proxies));
-                let classes = pr.rows;
-                let values = host(xt.clone().matmul(pt.clone().transpose()));
-                let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
-                let gt: Vec<f64> = (0..classes * n).map(|k| hl.grad[(k % n) * classes + k / n]).collect();
-                let gx = xr.backward(matmul_host(hl.grad, [n, classes], &pt));
-                let gp = pr.backward(matmul_host(gt, [classes, n], &xt));
-                let loss = attach(embeddings, &xr.raw, gx, hl.value) + attach(proxies, &pr.raw, gp, 0.0);
-                return Ok(LossOutput {
-                    loss,
-                    tuples: hl.tuples,
-                });
-            }
-            let mat = distance.matrix(embeddings, proxies);
-            let [_, classes] = mat.dims();
-            let values = host(mat.clone());
-            let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
-            return Ok(LossOutput {
-                loss: attach(mat, &values, hl.grad, hl.value),
-                tuples: hl.tuples,
-            });
+            return self.forward_proxy_anchor(c, embeddings, labels, miner, seed);
         }
         let zero = zero_like(&embeddings);
         if cfg.is_pair_based() {
@@ -782,12 +750,12 @@ impl MetricLoss {
         if self.is_host_evaluated() {
             let hm = HostMatrix::from_tensor(matrix.clone(), is_similarity);
             let tuples = miner.map(|mi| {
-                // Without embeddings the dimension is unknown; the distance-weighted density
-                // is then evaluated for the dimension of an N-sample subspace.
+                // Without embeddings the dimension is unknown: the distance-weighted miner uses
+                // its configured `dim`, else N.
                 mi.mine_matrix(&MineInput {
                     matrix: &hm,
                     labels,
-                    dim: n.max(4),
+                    dim: n.max(2),
                     seed,
                 })
             });
@@ -805,12 +773,12 @@ impl MetricLoss {
                     is_similarity,
                 }
             };
-            // Without embeddings the dimension is unknown; the distance-weighted density is
-            // then evaluated for the dimension of an N-sample subspace.
+            // Without embeddings the dimension is unknown: the distance-weighted miner uses its
+            // configured `dim`, else N.
             mi.mine_matrix(&MineInput {
                 matrix: &hm,
                 labels,
-                dim: n.max(4),
+                dim: n.max(2),
                 seed,
             })
         });
@@ -823,6 +791,64 @@ impl MetricLoss {
             seed,
         };
         self.finish(self.pair_loss(input)?, &zero)
+    }
+
+    /// Proxy-Anchor, evaluated on the host (see `host_grad`).
+    fn forward_proxy_anchor(
+        &self,
+        c: &ProxyAnchorLossConfig,
+        embeddings: Tensor<2>,
+        labels: &[u32],
+        miner: Option<&Miner>,
+        seed: u64,
+    ) -> Result<LossOutput, LossError> {
+        let n = labels.len();
+        let tuples = match miner {
+            None => None,
+            Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
+        };
+        let dtype = embeddings.dtype();
+        let proxies = self.proxies_val(dtype)?;
+        let distance = &self.spec.distance;
+        let sim = distance.is_similarity();
+        let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
+        if gram {
+            // cos = X Pᵀ / (|x_i| |p_c|) outside the graph, from one raw product and the
+            // row norms; the gradients re-enter at the embeddings and the proxies:
+            // ∂L/∂X = ∂R P + diag(u) X and ∂L/∂P = ∂Rᵀ X + diag(v) P.
+            let normalize = distance.normalizes();
+            let (xd, pd) = (embeddings.clone().detach(), proxies.clone().detach());
+            let classes = pd.dims()[0];
+            let xsq = host(xd.clone().square().sum_dim(1));
+            let psq = host(pd.clone().square().sum_dim(1));
+            let xn: Vec<Norm> = xsq.iter().map(|&v| Norm::new(v, normalize)).collect();
+            let pn: Vec<Norm> = psq.iter().map(|&v| Norm::new(v, normalize)).collect();
+            let raw = host(xd.clone().matmul(pd.clone().transpose()));
+            let cos = normalize_product(&raw, &xn, &pn);
+            let hl = c.host(&cos, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
+            let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
+            let cross: f64 = dr.iter().zip(&raw).map(|(a, b)| a * b).sum();
+            let x_offset = cross + u.iter().zip(&xsq).map(|(a, b)| a * b).sum::<f64>();
+            let p_offset = cross + v.iter().zip(&psq).map(|(a, b)| a * b).sum::<f64>();
+            let drt: Vec<f64> = (0..classes * n).map(|k| dr[(k % n) * classes + k / n]).collect();
+            let (device, dt) = (xd.device(), xd.dtype());
+            let gx =
+                float2(dr, [n, classes], &device, dt).matmul(pd.clone()) + float2(u, [n, 1], &device, dt) * xd.clone();
+            let gp = float2(drt, [classes, n], &device, dt).matmul(xd) + float2(v, [classes, 1], &device, dt) * pd;
+            let loss = attach_tensor(embeddings, gx, hl.value, x_offset) + attach_tensor(proxies, gp, 0.0, p_offset);
+            return Ok(LossOutput {
+                loss,
+                tuples: hl.tuples,
+            });
+        }
+        let mat = distance.matrix(embeddings, proxies);
+        let [_, classes] = mat.dims();
+        let values = host(mat.clone());
+        let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
+        Ok(LossOutput {
+            loss: attach(mat, &values, hl.grad, hl.value),
+            tuples: hl.tuples,
+        })
     }
 
     /// Whether the loss is evaluated on the host with its analytic gradient (see
@@ -882,14 +908,19 @@ impl MetricLoss {
         let dtype = embeddings.dtype();
         // Gram-based distances: the normalisation and both matrix products run outside the
         // graph, which is re-entered at the embeddings themselves.
+        // Gram-based distances: S = R / (n_i n_j) from the raw product R = X Xᵀ and its
+        // diagonal; neither the normalisation nor the distance enters the graph.
         let gram = GramMap::for_distance(distance).map(|map| {
-            let rows = Rows::read(&embeddings, distance.normalizes());
-            let xt = rows.tensor(&embeddings);
-            let s_host = host(xt.clone().matmul(xt.clone().transpose()));
-            (map, rows, xt, s_host)
+            let xd = embeddings.clone().detach();
+            let raw = host(xd.clone().matmul(xd.clone().transpose()));
+            let norms: Vec<Norm> = (0..n)
+                .map(|i| Norm::new(raw[i * n + i], distance.normalizes()))
+                .collect();
+            let s_host = normalize_product(&raw, &norms, &norms);
+            (map, xd, raw, norms, s_host)
         });
         let (values, graph) = match &gram {
-            Some((map, _, _, s_host)) => (map.matrix(s_host, n), None),
+            Some((map, _, _, _, s_host)) => (map.matrix(s_host, n), None),
             None => {
                 let mat = distance.self_matrix(embeddings.clone());
                 (host(mat.clone()), Some(mat))
@@ -910,15 +941,33 @@ impl MetricLoss {
             })),
             Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
         };
-        let (mut hl, beta_grad) = self.host_loss(&hm, labels, tuples.as_ref(), seed, dtype);
+        let (hl, beta_grad) = self.host_loss(&hm, labels, tuples.as_ref(), seed, dtype);
         match (graph, gram) {
             (Some(mat), _) => Ok(self.attach_all(mat, &hm.values, hl, beta_grad)),
-            (None, Some((map, rows, xt, s_host))) => {
-                // ∂L/∂x̂ = (G + Gᵀ) x̂ for S = x̂ x̂ᵀ, then back through the normalisation.
+            (None, Some((map, xd, raw, norms, s_host))) => {
+                // ∂L/∂X = (∂R + ∂Rᵀ + diag(u + v)) X: one matrix product. The value offset
+                // Σ X ⊙ ∂L/∂X equals Σ A ⊙ R, known on the host.
                 let g = map.chain(&s_host, &hl.grad, n);
-                let sym: Vec<f64> = (0..n * n).map(|k| g[k] + g[(k % n) * n + k / n]).collect();
-                hl.grad = rows.backward(matmul_host(sym, [n, n], &xt));
-                Ok(self.attach_all(embeddings, &rows.raw, hl, beta_grad))
+                let (dr, u, v) = normalize_product_backward(&g, &s_host, &norms, &norms);
+                let mut a: Vec<f64> = (0..n * n).map(|k| dr[k] + dr[(k % n) * n + k / n]).collect();
+                for i in 0..n {
+                    a[i * n + i] += u[i] + v[i];
+                }
+                let offset: f64 = a.iter().zip(&raw).map(|(p, q)| p * q).sum();
+                let (device, dt) = (xd.device(), xd.dtype());
+                let gx = float2(a, [n, n], &device, dt).matmul(xd);
+                let mut loss = attach_tensor(embeddings, gx, hl.value, offset);
+                if let Some(b) = &self.beta
+                    && !beta_grad.is_empty()
+                {
+                    let beta = b.val().cast(dt);
+                    let beta_host = host(beta.clone());
+                    loss = loss + attach_grad_only(beta, &beta_host, beta_grad);
+                }
+                Ok(LossOutput {
+                    loss,
+                    tuples: hl.tuples,
+                })
             }
             (None, None) => unreachable!("either the Gram path or the graph matrix"),
         }

@@ -106,6 +106,20 @@ fn toml_selects_losses_and_miners_by_name_with_defaults() {
         "{unknown_name}"
     );
     assert!(toml::from_str::<MinerConfig>("name = \"batch_hard\"\nepsilon = 1.0").is_err());
+    let counted: LossConfig = toml::from_str("name = \"triplet_margin\"\ntriplets_per_anchor = 5").unwrap();
+    let LossConfig::TripletMargin(t) = &counted else {
+        panic!()
+    };
+    assert_eq!(t.triplets_per_anchor, TripletsPerAnchor::Count(5));
+    let all: LossConfig = toml::from_str("name = \"margin\"\ntriplets_per_anchor = \"all\"").unwrap();
+    assert_eq!(all, LossConfig::default_for("margin").unwrap());
+    assert!(toml::from_str::<LossConfig>("name = \"margin\"\ntriplets_per_anchor = \"some\"").is_err());
+    // Random triplets per anchor are drawn from the forward seed: same seed, same loss.
+    let loss = counted.init(0, 0, &device()).unwrap();
+    let labels = [0, 0, 0, 1, 1, 2, 2];
+    let v = random(7 * 3, 8);
+    let run = |seed| scalar(&loss.forward(emb(v.clone(), 7, 3), &labels, None, seed).unwrap().loss);
+    assert_eq!(run(1), run(1));
     assert!(LossConfig::default_for("nope").is_err());
     for name in LossConfig::names() {
         let cfg = LossConfig::default_for(name).unwrap();
@@ -430,4 +444,142 @@ fn learnable_state_is_exposed_as_parameters() {
             .unwrap()
             .has_parameters()
     );
+}
+
+/// Central finite differences of `loss` at `values` against its autodiff gradient (embeddings
+/// and every learnable tensor), all in `f64`.
+fn check_gradient(loss: &mut MetricLoss, values: &[f64], labels: &[u32], d: usize, miner: Option<&Miner>) {
+    let n = labels.len();
+    let dev = device();
+    let name = loss.config().name();
+    let x = emb(values.to_vec(), n, d);
+    // Learnable state in f64 too, so that the differences are not limited by f32 rounding.
+    for p in loss.parameter_names() {
+        let data = loss.parameter(p).unwrap();
+        let shape = data.shape().to_vec();
+        let v: Vec<f64> = data.iter::<f64>().collect();
+        loss.set_parameter(p, TensorData::new(v, shape), &dev).unwrap();
+    }
+    let out = loss.forward(x.clone(), labels, miner, 3).unwrap();
+    let grads = out.loss.backward();
+    let gx: Vec<f64> = x.grad(&grads).unwrap().into_data().iter::<f64>().collect();
+    let f = |loss: &MetricLoss, v: Vec<f64>| scalar(&loss.forward(emb(v, n, d), labels, miner, 3).unwrap().loss);
+    let h = 1e-6;
+    for i in 0..n * d {
+        let (mut plus, mut minus) = (values.to_vec(), values.to_vec());
+        plus[i] += h;
+        minus[i] -= h;
+        let fd = (f(loss, plus) - f(loss, minus)) / (2.0 * h);
+        assert!(
+            (fd - gx[i]).abs() < 1e-6 * (1.0 + fd.abs()),
+            "{name}: d/dx[{i}] fd {fd} vs {}",
+            gx[i]
+        );
+    }
+    for p in loss.parameter_names() {
+        let g: Vec<f64> = loss.parameter_grad(p, &grads).unwrap().iter::<f64>().collect();
+        let data = loss.parameter(p).unwrap();
+        let shape = data.shape().to_vec();
+        let base: Vec<f64> = data.iter::<f64>().collect();
+        for i in 0..base.len() {
+            let mut shifted = loss.clone();
+            let (mut plus, mut minus) = (base.clone(), base.clone());
+            plus[i] += h;
+            minus[i] -= h;
+            shifted
+                .set_parameter(p, TensorData::new(plus, shape.clone()), &dev)
+                .unwrap();
+            let fp = f(&shifted, values.to_vec());
+            shifted
+                .set_parameter(p, TensorData::new(minus, shape.clone()), &dev)
+                .unwrap();
+            let fm = f(&shifted, values.to_vec());
+            let fd = (fp - fm) / (2.0 * h);
+            assert!(
+                (fd - g[i]).abs() < 1e-6 * (1.0 + fd.abs()),
+                "{name}: d/d{p}[{i}] fd {fd} vs {}",
+                g[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn host_evaluated_losses_match_finite_differences_for_every_distance() {
+    let (d, labels) = (5, [0u32, 0, 0, 1, 1, 2, 2, 2]);
+    let values = random(labels.len() * d, 61);
+    let distances = [
+        "{ type = \"lp\" }",
+        "{ type = \"lp\", power = 2.0 }",
+        "{ type = \"lp\", power = 1.5, normalize_embeddings = false }",
+        "{ type = \"lp\", p = 1.0 }",
+        "{ type = \"cosine\" }",
+        "{ type = \"dot_product\", normalize_embeddings = false }",
+        "{ type = \"snr\" }",
+    ];
+    let losses = [
+        "name = \"margin\"\nlearn_beta = true\nper_class_beta = true\nnu = 0.1",
+        "name = \"margin\"\nlearn_beta = true\nnu = 0.2\nmargin = 0.4",
+        "name = \"triplet_margin\"\nmargin = 0.3\nswap = true",
+        "name = \"triplet_margin\"\nsmooth_loss = true\nreducer = { type = \"threshold\", low = 0.1 }",
+        "name = \"multi_similarity\"",
+        "name = \"multi_similarity\"\nreducer = { type = \"sum\" }",
+    ];
+    for l in losses {
+        for dist in distances {
+            let cfg: LossConfig = toml::from_str(&format!("{l}\ndistance = {dist}")).unwrap();
+            let mut loss = cfg.init(3, d, &device()).unwrap();
+            check_gradient(&mut loss, &values, &labels, d, None);
+        }
+    }
+    let miner = MinerConfig::default_for("triplet_margin").unwrap().init().unwrap();
+    let mut margin = LossConfig::default_for("margin")
+        .unwrap()
+        .init(3, d, &device())
+        .unwrap();
+    check_gradient(&mut margin, &values, &labels, d, Some(&miner));
+    for name in [
+        "proxy_anchor",
+        "proxy_nca",
+        "soft_triple",
+        "arc_face",
+        "cos_face",
+        "normalized_softmax",
+    ] {
+        let mut loss = LossConfig::default_for(name).unwrap().init(3, d, &device()).unwrap();
+        check_gradient(&mut loss, &values, &labels, d, None);
+        check_gradient(&mut loss, &values, &labels, d, Some(&miner));
+    }
+    let lp: LossConfig = toml::from_str("name = \"proxy_anchor\"\ndistance = { type = \"lp\" }").unwrap();
+    check_gradient(&mut lp.init(3, d, &device()).unwrap(), &values, &labels, d, None);
+}
+
+#[test]
+fn distance_weighted_dimension_can_be_set_for_bare_matrices() {
+    let (n, d) = (16, 32);
+    let labels: Vec<u32> = (0..n as u32).map(|i| i / 4).collect();
+    let x = emb(random(n * d, 71), n, d);
+    let mat = Distance::euclidean().self_matrix(x.clone());
+    let margin = LossConfig::default_for("margin")
+        .unwrap()
+        .init(0, 0, &device())
+        .unwrap();
+    let cfg = |dim| {
+        MinerConfig::DistanceWeighted(crate::DistanceWeightedMinerConfig {
+            dim,
+            ..Default::default()
+        })
+    };
+    let with_dim = cfg(Some(d)).init().unwrap();
+    // With the dimension given, the matrix entry point samples exactly what the embedding
+    // entry point does.
+    let a = scalar(&margin.forward(x, &labels, Some(&with_dim), 4).unwrap().loss);
+    let b = scalar(
+        &margin
+            .forward_with_matrix(mat, false, &labels, Some(&with_dim), 4)
+            .unwrap()
+            .loss,
+    );
+    assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    assert!(cfg(Some(1)).init().is_err());
 }

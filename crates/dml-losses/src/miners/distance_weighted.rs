@@ -19,6 +19,10 @@ pub struct DistanceWeightedMinerConfig {
     /// Negatives at this distance or farther get weight 0: they would contribute no loss
     /// (PML default 1.4).
     pub nonzero_loss_cutoff: f64,
+    /// The embedding dimension `n` of the density `q(d)`; default: the embeddings'
+    /// dimension. [`crate::MetricLoss::forward_with_matrix`] has no embeddings: set it there
+    /// (otherwise the batch size N stands in for it).
+    pub dim: Option<usize>,
     /// The distance; must be Euclidean (p = 2, power 1) on normalised embeddings, the
     /// setting the density of Wu et al. is derived for (the default).
     pub distance: Option<Distance>,
@@ -29,6 +33,7 @@ impl Default for DistanceWeightedMinerConfig {
         Self {
             cutoff: 0.5,
             nonzero_loss_cutoff: 1.4,
+            dim: None,
             distance: None,
         }
     }
@@ -40,6 +45,11 @@ impl DistanceWeightedMinerConfig {
             return Err(LossError::Config(format!(
                 "distance_weighted miner needs Euclidean distance (p = 2, power = 1) on normalised embeddings, got {distance:?}"
             )));
+        }
+        if self.dim.is_some_and(|d| d < 2) {
+            return Err(LossError::Config(
+                "distance_weighted miner: dim must be at least 2".into(),
+            ));
         }
         if !(self.cutoff > 0.0 && self.cutoff < self.nonzero_loss_cutoff) {
             return Err(LossError::Config(format!(
@@ -62,7 +72,7 @@ impl DistanceWeightedMinerConfig {
         let mat = input.matrix;
         let labels = input.labels;
         let n = labels.len();
-        let d = input.dim as f64;
+        let d = self.dim.unwrap_or(input.dim) as f64;
         let mut weights = vec![0.0f64; n * n];
         for a in 0..n {
             let row = &mut weights[a * n..(a + 1) * n];
