@@ -1,5 +1,38 @@
-//! Entropic optimal transport (batched, log-domain, differentiable Sinkhorn) and the
-//! DIML structural similarity with its marginals and top-K re-ranking.
+//! Entropic optimal transport and DIML's structural matching (Zhao et al., "Towards Interpretable
+//! Deep Metric Learning with Structural Matching", ICCV 2021).
 //!
-//! This crate is part of the workspace layout of `DESIGN.md`; its components arrive with
-//! the optimal-transport issue and deliberately expose nothing until they are real.
+//! * [`SinkhornConfig`] → [`Sinkhorn`]: batched log-domain Sinkhorn on `[B, n, m]` costs with per-item
+//!   marginals, returning plans and per-item [`Convergence`]. Gradients flow by unrolling the
+//!   iterations, by implicit differentiation of the converged plan, or not at all
+//!   ([`PlanGradient`]). [`Sinkhorn::solve_host`] solves on the host in `f64` (rayon) where no
+//!   gradient is needed.
+//! * [`Marginals`]: uniform (DIML Eq. 7) or cross-correlation (Eq. 8–9) weights of the locations.
+//! * [`StructuralConfig`] → [`Structural`]: structural similarity and distance (Eq. 5–6) of a batch
+//!   of pairs ([`Structural::forward`]), of every pair of a batch for training
+//!   ([`Structural::similarity_matrix`], Appendix A.3), of features against spatial proxies
+//!   ([`Structural::cross_similarity`], Eq. 21), and the explanation of one pair
+//!   ([`Structural::decompose`], Figure 5).
+//! * [`GridPoolConfig`] → [`GridPool`]: reduction of a `[B, C, H, W]` map to `G × G` (Sec. 3.4), and
+//!   [`to_locations`] to the `[B, G·G, C]` layout the rest takes.
+//! * [`StructuralRerankerConfig`] → [`StructuralReranker`]: multi-scale matching (Sec. 3.3) as a
+//!   [`dml_eval::Reranker`].
+#![warn(missing_docs)]
+
+mod decompose;
+mod error;
+mod host;
+mod implicit;
+mod marginals;
+mod pool;
+mod rerank;
+mod sinkhorn;
+mod structural;
+
+pub use decompose::{Decomposition, FlowPair};
+pub use error::OtError;
+pub use host::HostSolution;
+pub use marginals::{Marginals, cross_correlation_marginals, l2_normalize, uniform_marginals};
+pub use pool::{GridPool, GridPoolConfig, GridReduction, to_locations};
+pub use rerank::{FeatureBank, StructuralReranker, StructuralRerankerConfig};
+pub use sinkhorn::{Convergence, PlanGradient, Sinkhorn, SinkhornConfig, SinkhornOutput};
+pub use structural::{PairwiseStructural, Structural, StructuralConfig, StructuralOutput};

@@ -1,0 +1,114 @@
+//! Re-ranking cost per query: K = 100 candidates, G = 4 (16 locations), C = 256 channels, 1,000
+//! queries against a gallery of 3,000. One JSON object per line.
+//!
+//! Run with `cargo bench -p dml-ot --bench rerank`. DIML's target is at most 5 ms per query.
+
+use std::time::Instant;
+
+use dml_eval::{AccuracyConfig, Distance, Embeddings, EvalSets, Metric, evaluate, evaluate_with_reranker};
+use dml_ot::{FeatureBank, StructuralRerankerConfig};
+
+const QUERIES: usize = 1000;
+const GALLERY: usize = 3000;
+const CHANNELS: usize = 256;
+const LOCATIONS: usize = 16;
+const EMBEDDING: usize = 128;
+const DEPTH: usize = 100;
+const CLASSES: usize = 100;
+
+/// SplitMix64 normal samples, so that the bench needs no random-number crate.
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn normal(&mut self) -> f32 {
+        let u = self.uniform().max(1e-300);
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * self.uniform()).cos()) as f32
+    }
+}
+
+/// Maps and embeddings of `rows` images: a class prototype plus noise, rectified like ResNet features.
+fn images(rng: &mut Rng, prototypes: &[f32], rows: usize) -> (Vec<f32>, Vec<f32>, Vec<u32>) {
+    let per_map = CHANNELS * LOCATIONS;
+    let mut maps = Vec::with_capacity(rows * per_map);
+    let mut embeddings = Vec::with_capacity(rows * EMBEDDING);
+    let mut labels = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let class = r % CLASSES;
+        labels.push(class as u32);
+        let proto = &prototypes[class * per_map..(class + 1) * per_map];
+        maps.extend(proto.iter().map(|p| (p + rng.normal()).max(0.0)));
+        let map = &maps[r * per_map..];
+        // The embedding: a fixed projection of the channel means (first EMBEDDING channels).
+        embeddings.extend((0..EMBEDDING).map(|c| map[c * LOCATIONS..(c + 1) * LOCATIONS].iter().sum::<f32>()));
+    }
+    (maps, embeddings, labels)
+}
+
+fn main() {
+    let mut rng = Rng(42);
+    let prototypes: Vec<f32> = (0..CLASSES * CHANNELS * LOCATIONS).map(|_| rng.normal()).collect();
+    let (q_maps, q_emb, q_labels) = images(&mut rng, &prototypes, QUERIES);
+    let (g_maps, g_emb, g_labels) = images(&mut rng, &prototypes, GALLERY);
+    let bank = |maps: &'static [f32], embeddings: &'static [f32], rows| FeatureBank {
+        maps,
+        embeddings,
+        rows,
+        channels: CHANNELS,
+        locations: LOCATIONS,
+        embedding_dim: EMBEDDING,
+    };
+    let (q_maps, q_emb, g_maps, g_emb) = (q_maps.leak(), q_emb.leak(), g_maps.leak(), g_emb.leak());
+    let reranker = StructuralRerankerConfig::new()
+        .with_depth(DEPTH)
+        .init(&bank(q_maps, q_emb, QUERIES), &bank(g_maps, g_emb, GALLERY))
+        .expect("valid banks");
+
+    // Single thread: the structural scores of 100 candidates for 200 queries.
+    let measured = 200;
+    let candidates: Vec<Vec<usize>> = (0..measured)
+        .map(|_| (0..DEPTH).map(|_| (rng.uniform() * GALLERY as f64) as usize).collect())
+        .collect();
+    let _ = reranker.scores(0, &candidates[0]);
+    let t = Instant::now();
+    let mut checksum = 0.0;
+    for (q, c) in candidates.iter().enumerate() {
+        checksum += reranker.scores(q, c).iter().map(|s| s.1).sum::<f64>();
+    }
+    let single = t.elapsed().as_secs_f64() * 1e3 / measured as f64;
+    assert!(checksum.is_finite());
+    println!(
+        "{{\"bench\":\"rerank\",\"what\":\"scores_single_thread\",\"depth\":{DEPTH},\"grid\":4,\"channels\":{CHANNELS},\"queries\":{measured},\"ms_per_query\":{single:.3}}}"
+    );
+
+    // Whole evaluation, queries in parallel, with and without the re-ranker.
+    let sets = EvalSets::QueryGallery {
+        query: Embeddings::new(q_emb, QUERIES, EMBEDDING).expect("finite"),
+        query_labels: &q_labels,
+        gallery: Embeddings::new(g_emb, GALLERY, EMBEDDING).expect("finite"),
+        gallery_labels: &g_labels,
+    };
+    let config = AccuracyConfig::new(Distance::Cosine).with_metrics(Metric::PML_KNN);
+    let t = Instant::now();
+    let base = evaluate(&sets, &config).expect("evaluation");
+    let base_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let reranked = evaluate_with_reranker(&sets, &config, &reranker).expect("evaluation");
+    let rerank_ms = t.elapsed().as_secs_f64() * 1e3;
+    let threads = rayon::current_num_threads();
+    println!(
+        "{{\"bench\":\"rerank\",\"what\":\"evaluate\",\"depth\":{DEPTH},\"grid\":4,\"channels\":{CHANNELS},\"queries\":{QUERIES},\"gallery\":{GALLERY},\"threads\":{threads},\"evaluate_ms\":{base_ms:.1},\"evaluate_with_reranker_ms\":{rerank_ms:.1},\"rerank_ms_per_query_wall\":{:.3},\"precision_at_1\":[{:.4},{:.4}],\"map_at_r\":[{:.4},{:.4}]}}",
+        (rerank_ms - base_ms) / QUERIES as f64,
+        base.precision_at_1.unwrap_or(f64::NAN),
+        reranked.precision_at_1.unwrap_or(f64::NAN),
+        base.mean_average_precision_at_r.unwrap_or(f64::NAN),
+        reranked.mean_average_precision_at_r.unwrap_or(f64::NAN),
+    );
+}
