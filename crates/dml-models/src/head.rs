@@ -71,6 +71,15 @@ impl EmbeddingHead {
         }
     }
 
+    /// Local embeddings: the head's linear projection applied to every location of
+    /// `locations` `[B, L, C]` (one row per location of a feature map, e.g. a `G × G` grid),
+    /// giving `[B, L, D]` without normalisation. These are DIML's local features `z^k` (Eq. 2),
+    /// whose average-pooled mean is the global embedding before normalisation when the head
+    /// average-pools, because the projection is linear.
+    pub fn project_locations(&self, locations: Tensor<3>) -> Tensor<3> {
+        self.linear.forward(locations)
+    }
+
     /// `[B, C, H, W]` → embeddings `[B, D]`, unit-norm rows when normalising (a zero row
     /// stays zero instead of becoming NaN).
     pub fn forward(&self, features: Tensor<4>) -> Tensor<2> {
