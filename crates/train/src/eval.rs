@@ -6,6 +6,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use dml_data::{BatchLoader, BatchSampler, ImageDataset, LoaderConfig, Manifest, ShuffledSampler, Split};
 use dml_eval::{AccuracyConfig, Distance, Embeddings, EvalSets, KPolicy, Metric};
 use dml_models::EmbeddingModel;
+use dml_ot::GridPool;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
@@ -19,9 +20,33 @@ pub struct SplitEmbeddings {
     pub dim: usize,
     /// Class id of each row (the manifest's ids).
     pub labels: Vec<u32>,
+    /// DIML's local embeddings of each row, when requested from [`embed`].
+    pub locals: Option<LocalEmbeddings>,
+}
+
+/// The local embeddings of a split: the last feature map reduced to `G × G` and projected by the
+/// head's linear layer at every location (DIML's `z`, Eq. 2), for structural re-ranking.
+#[derive(Debug, Clone)]
+pub struct LocalEmbeddings {
+    /// Row-major `[rows, dim, locations]`, the layout [`dml_ot::FeatureBank::maps`] takes.
+    pub data: Vec<f32>,
+    /// Locations per image (`G·G`).
+    pub locations: usize,
 }
 
 impl SplitEmbeddings {
+    /// The rows as a [`dml_ot::FeatureBank`]; `None` without local embeddings.
+    pub fn feature_bank(&self) -> Option<dml_ot::FeatureBank<'_>> {
+        self.locals.as_ref().map(|l| dml_ot::FeatureBank {
+            maps: &l.data,
+            embeddings: &self.data,
+            rows: self.rows(),
+            channels: self.dim,
+            locations: l.locations,
+            embedding_dim: self.dim,
+        })
+    }
+
     /// Number of rows.
     pub fn rows(&self) -> usize {
         self.labels.len()
@@ -81,13 +106,16 @@ pub struct Metrics {
 }
 
 /// Embeds every image of `dataset` in order, `batch_size` at a time, with the model in
-/// inference mode (batch norm with running statistics) on `device`.
+/// inference mode (batch norm with running statistics) on `device`. With `grid`, the last
+/// feature map is also reduced to `G × G` and projected to local embeddings
+/// ([`SplitEmbeddings::locals`]).
 pub fn embed(
     model: &EmbeddingModel,
     dataset: &Arc<ImageDataset>,
     batch_size: usize,
     threads: usize,
     device: &Device,
+    grid: Option<&GridPool>,
 ) -> Result<SplitEmbeddings, TrainError> {
     let sampler = ShuffledSampler::new(dataset.len(), batch_size, false, false, 0)?;
     let loader = BatchLoader::new(
@@ -99,25 +127,51 @@ pub fn embed(
     let mut data = Vec::new();
     let mut labels = Vec::with_capacity(dataset.len());
     let mut dim = 0;
+    let mut locals = grid.map(|g| LocalEmbeddings {
+        data: Vec::new(),
+        locations: g.grid() * g.grid(),
+    });
     for batch in loader {
         let batch = batch?;
         let images = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), device);
-        let out = model.forward(images);
+        let (out, maps) = model.forward_with_features(images);
         dim = out.dims()[1];
-        let values = out
-            .into_data()
-            .try_to_vec::<f32>()
-            .map_err(|e| TrainError::Config(format!("cannot read embeddings back: {e:?}")))?;
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(TrainError::Config(format!(
-                "the model produced a non-finite embedding value for image {} of the split",
-                batch.items[i / dim.max(1)]
-            )));
-        }
+        let values = read_finite(out.into_data(), "embedding", &batch.items, dim)?;
         data.extend(values);
+        if let (Some(pool), Some(locals)) = (grid, locals.as_mut()) {
+            // `[B, G·G, D]` → `[B, D, G·G]`, the channel-major layout of a feature map.
+            let z = model
+                .head
+                .project_locations(dml_ot::to_locations(pool.forward(maps.last().clone())))
+                .swap_dims(1, 2);
+            let per_row = dim * locals.locations;
+            locals
+                .data
+                .extend(read_finite(z.into_data(), "local embedding", &batch.items, per_row)?);
+        }
         labels.extend(batch.labels);
     }
-    Ok(SplitEmbeddings { data, dim, labels })
+    Ok(SplitEmbeddings {
+        data,
+        dim,
+        labels,
+        locals,
+    })
+}
+
+/// Reads a tensor back as `f32`, failing on the first non-finite value with the dataset index
+/// of its image (`per_row` values per image).
+fn read_finite(data: TensorData, what: &str, items: &[usize], per_row: usize) -> Result<Vec<f32>, TrainError> {
+    let values = data
+        .try_to_vec::<f32>()
+        .map_err(|e| TrainError::Config(format!("cannot read {what}s back: {e:?}")))?;
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(TrainError::Config(format!(
+            "the model produced a non-finite {what} value for image {} of the split",
+            items[i / per_row.max(1)]
+        )));
+    }
+    Ok(values)
 }
 
 /// The distance retrieval uses: cosine for normalised embeddings, else Euclidean.
@@ -184,12 +238,12 @@ pub fn evaluate(
     let distance = distance_for(normalized);
     match data {
         EvalData::Single(ds) => {
-            let e = embed(model, ds, batch_size, threads, device)?;
+            let e = embed(model, ds, batch_size, threads, device, None)?;
             score(&e, None, distance, None)
         }
         EvalData::QueryGallery { query, gallery } => {
-            let q = embed(model, query, batch_size, threads, device)?;
-            let g = embed(model, gallery, batch_size, threads, device)?;
+            let q = embed(model, query, batch_size, threads, device, None)?;
+            let g = embed(model, gallery, batch_size, threads, device, None)?;
             score(&q, Some(&g), distance, None)
         }
     }

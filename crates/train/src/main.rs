@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use train::evaluate::{EvalRequest, run_eval, table};
+use train::evaluate::{DimlEval, EvalRequest, run_eval, table};
 use train::{RunOptions, Shortcuts, TrainConfig};
 
 /// Deep-metric-learning training and evaluation.
@@ -96,6 +96,13 @@ struct EvalArgs {
     /// Write embeddings.npy and labels.npy into this directory.
     #[arg(long, value_name = "DIR")]
     export_embeddings: Option<PathBuf>,
+    /// DIML multi-scale re-ranking: re-score each query's top K neighbours by global cosine +
+    /// structural similarity, reported next to K = 0 (0 = off).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    diml_k: usize,
+    /// Side G of the grid the last feature map is reduced to for re-ranking.
+    #[arg(long, value_name = "G", default_value_t = 4)]
+    diml_grid: usize,
 }
 
 fn resolve(args: &TrainArgs) -> anyhow::Result<TrainConfig> {
@@ -156,6 +163,10 @@ fn main() -> ExitCode {
             dataset: args.dataset.clone(),
             device: args.device.clone(),
             export: args.export_embeddings.clone(),
+            diml: DimlEval {
+                k: args.diml_k,
+                grid: args.diml_grid,
+            },
         })
         .map(|o| print!("{}", table(&o)))
         .map_err(Into::into),

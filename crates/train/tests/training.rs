@@ -4,7 +4,7 @@
 
 mod common;
 
-use train::evaluate::{EvalRequest, run_eval};
+use train::evaluate::{DimlEval, EvalRequest, run_eval, table};
 use train::{RunOptions, train};
 
 #[test]
@@ -49,8 +49,10 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
         dataset: None,
         device: None,
         export: Some(export.clone()),
+        diml: DimlEval::default(),
     })
     .unwrap();
+    assert!(outcome.reranked.is_none());
     // The same weights on the same images give the same metrics as the training run's
     // final evaluation.
     assert_eq!(outcome.metrics, after);
@@ -59,4 +61,43 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
     let header_len = |b: &[u8]| 10 + u16::from_le_bytes([b[8], b[9]]) as usize;
     assert_eq!(emb.len() - header_len(&emb), outcome.queries * 32 * 4);
     assert_eq!(labels.len() - header_len(&labels), outcome.queries * 8);
+
+    // DIML multi-scale re-ranking on the same checkpoint, no retraining. Re-scoring only the
+    // first neighbour cannot change which image ranks first, so P@1 must be unchanged with K = 1,
+    // while K = 20 re-ranks for real: some query's order changes, which moves R-Precision or
+    // MAP@R.
+    let rerank = |k: usize| {
+        run_eval(&EvalRequest {
+            run: run.clone(),
+            checkpoint: "latest".into(),
+            split: None,
+            dataset: None,
+            device: None,
+            export: None,
+            diml: DimlEval { k, grid: 2 },
+        })
+        .unwrap()
+    };
+    let one = rerank(1);
+    let r1 = one.reranked.expect("re-ranked metrics with K = 1");
+    assert_eq!(one.metrics, after);
+    assert_eq!(r1.metrics.precision_at_1, after.precision_at_1);
+    let twenty = rerank(20);
+    let r20 = twenty.reranked.expect("re-ranked metrics with K = 20");
+    for v in [
+        r20.metrics.precision_at_1,
+        r20.metrics.r_precision,
+        r20.metrics.map_at_r,
+    ] {
+        assert!((0.0..=1.0).contains(&v), "{r20:?}");
+    }
+    assert!(
+        r20.metrics != after,
+        "re-ranking the top 20 by structural similarity changed nothing: {r20:?}"
+    );
+    let text = table(&twenty);
+    assert!(
+        text.contains("K = 20 (G = 2)") && text.contains("ms per query"),
+        "{text}"
+    );
 }
