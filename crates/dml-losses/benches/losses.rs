@@ -3,7 +3,7 @@
 //!
 //! `cargo bench -p dml-losses --bench losses` prints one JSON object: per configuration the
 //! median and minimum milliseconds over the timed iterations, plus PML's reference time on
-//! this machine and the speed-up against it.
+//! this machine and the speed-up against it. `-- --only proxy_anchor` times one of them.
 
 use std::time::Instant;
 
@@ -45,8 +45,18 @@ fn main() {
             6.7,
         ),
     ];
+    // `--only NAME` (e.g. `-- --only proxy_anchor`) times one configuration, for profiling.
+    let args: Vec<String> = std::env::args().collect();
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let mut results = serde_json::Map::new();
     for (name, loss_toml, miner_toml, pml_ms) in setups {
+        if only.as_ref().is_some_and(|o| o != name) {
+            continue;
+        }
         let loss = toml::from_str::<LossConfig>(loss_toml)
             .unwrap()
             .init(NUM_CLASSES, D, &device)

@@ -813,29 +813,32 @@ impl MetricLoss {
         let sim = distance.is_similarity();
         let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
         if gram {
-            // cos = X Pᵀ / (|x_i| |p_c|) outside the graph, from one raw product and the
-            // row norms; the gradients re-enter at the embeddings and the proxies:
-            // ∂L/∂X = ∂R P + diag(u) X and ∂L/∂P = ∂Rᵀ X + diag(v) P.
+            // cos = X Pᵀ / (|x_i| |p_c|) is evaluated on the host from one raw product R = X Pᵀ and
+            // the squared row norms, all three computed in the graph. The loss re-enters the graph
+            // as the surrogate Σ ∂R ⊙ R + ½ Σ u ⊙ |x|² + ½ Σ v ⊙ |p|², whose gradients are the
+            // analytic ∂L/∂X = ∂R P + diag(u) X and ∂L/∂P = ∂Rᵀ X + diag(v) P; autodiff's matmul
+            // backward then performs the only two products the backward pass needs.
             let normalize = distance.normalizes();
-            let (xd, pd) = (embeddings.clone().detach(), proxies.clone().detach());
-            let classes = pd.dims()[0];
-            let xsq = host(xd.clone().square().sum_dim(1));
-            let psq = host(pd.clone().square().sum_dim(1));
+            let classes = proxies.dims()[0];
+            let raw_t = embeddings.clone().matmul(proxies.clone().transpose());
+            let xsq_t = embeddings.square().sum_dim(1);
+            let psq_t = proxies.square().sum_dim(1);
+            let (xsq, psq) = (host(xsq_t.clone()), host(psq_t.clone()));
             let xn: Vec<Norm> = xsq.iter().map(|&v| Norm::new(v, normalize)).collect();
             let pn: Vec<Norm> = psq.iter().map(|&v| Norm::new(v, normalize)).collect();
-            let raw = host(xd.clone().matmul(pd.clone().transpose()));
+            let raw = host(raw_t.clone());
             let cos = normalize_product(&raw, &xn, &pn);
             let hl = c.host(&cos, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
             let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
-            let cross: f64 = dr.iter().zip(&raw).map(|(a, b)| a * b).sum();
-            let x_offset = cross + u.iter().zip(&xsq).map(|(a, b)| a * b).sum::<f64>();
-            let p_offset = cross + v.iter().zip(&psq).map(|(a, b)| a * b).sum::<f64>();
-            let drt: Vec<f64> = (0..classes * n).map(|k| dr[(k % n) * classes + k / n]).collect();
-            let (device, dt) = (xd.device(), xd.dtype());
-            let gx =
-                float2(dr, [n, classes], &device, dt).matmul(pd.clone()) + float2(u, [n, 1], &device, dt) * xd.clone();
-            let gp = float2(drt, [classes, n], &device, dt).matmul(xd) + float2(v, [classes, 1], &device, dt) * pd;
-            let loss = attach_tensor(embeddings, gx, hl.value, x_offset) + attach_tensor(proxies, gp, 0.0, p_offset);
+            let half = |w: Vec<f64>| -> Vec<f64> { w.into_iter().map(|x| 0.5 * x).collect() };
+            let (u, v) = (half(u), half(v));
+            let offset = dr.iter().zip(&raw).map(|(a, b)| a * b).sum::<f64>()
+                + u.iter().zip(&xsq).map(|(a, b)| a * b).sum::<f64>()
+                + v.iter().zip(&psq).map(|(a, b)| a * b).sum::<f64>();
+            let (device, dt) = (raw_t.device(), raw_t.dtype());
+            let loss = attach_tensor(raw_t, float2(dr, [n, classes], &device, dt), hl.value, offset)
+                + attach_tensor(xsq_t, float2(u, [n, 1], &device, dt), 0.0, 0.0)
+                + attach_tensor(psq_t, float2(v, [classes, 1], &device, dt), 0.0, 0.0);
             return Ok(LossOutput {
                 loss,
                 tuples: hl.tuples,
