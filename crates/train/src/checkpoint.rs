@@ -65,6 +65,8 @@ pub struct TrainState {
 pub const MODEL_FILE: &str = "model.bpk";
 /// The loss's learnable state.
 pub const LOSS_FILE: &str = "loss.bpk";
+/// DIML's spatial proxies (ProxyNCA with `[diml] enabled = true`).
+pub const DIML_PROXIES_FILE: &str = "diml-proxies.bpk";
 /// The optimiser state of each parameter group.
 pub const OPTIM_FILES: [&str; 3] = ["optim-backbone.bpk", "optim-head.bpk", "optim-loss.bpk"];
 /// The [`TrainState`].

@@ -41,6 +41,9 @@ pub struct TrainConfig {
     pub train: LoopConfig,
     /// Evaluation and best-model selection.
     pub eval: EvalConfig,
+    /// DIML structural matching inside the loss (off by default).
+    #[serde(default)]
+    pub diml: crate::diml::DimlConfig,
 }
 
 /// Dataset and input pipeline.
@@ -352,6 +355,7 @@ impl TrainConfig {
     pub fn validate(&self) -> Result<(), TrainError> {
         let fail = |key: &str, why: String| Err(TrainError::Config(format!("{key}: {why}")));
         crate::device::parse_device(&self.device)?;
+        self.diml.validate(&self.loss)?;
         dml_models::BackboneConfig::from_name(&self.model.backbone)
             .map_err(|e| TrainError::Config(format!("model.backbone: {e}")))?;
         if self.name.is_empty() || self.name.contains(['/', '\\']) || self.name == "." || self.name == ".." {

@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod device;
+pub mod diml;
 pub mod error;
 pub mod eval;
 pub mod evaluate;

@@ -20,6 +20,7 @@ use crate::checkpoint::{self, Best, MetricsRecord, TrainState};
 use crate::config::{OptimizerConfig, OptimizerKind, SelectBy, TrainConfig};
 use crate::data;
 use crate::device::parse_device;
+use crate::diml::Diml;
 use crate::error::TrainError;
 use crate::eval::{self, EvalData, Metrics};
 
@@ -67,6 +68,8 @@ pub struct Learner {
     pub loss: MetricLoss,
     /// The optional miner.
     pub miner: Option<Miner>,
+    /// DIML structural matching in the loss (`[diml] enabled = true`).
+    pub diml: Option<Diml>,
     optim_backbone: ModuleOptimizer,
     optim_head: ModuleOptimizer,
     optim_loss: ModuleOptimizer,
@@ -128,10 +131,22 @@ impl Learner {
         let model = build_model(config, device)?;
         let loss = config.loss.init(num_classes, config.model.embedding_dim, device)?;
         let miner = config.miner.as_ref().map(|m| m.init()).transpose()?;
+        let diml = if config.diml.enabled {
+            Some(Diml::new(
+                &config.diml,
+                &loss,
+                num_classes,
+                config.model.embedding_dim,
+                device,
+            )?)
+        } else {
+            None
+        };
         Ok(Self {
             model,
             loss,
             miner,
+            diml,
             optim_backbone: optimizer(&config.optimizer),
             optim_head: optimizer(&config.optimizer),
             optim_loss: optimizer(&config.optimizer),
@@ -183,9 +198,15 @@ impl Learner {
         };
         let mut times = StepTimes::default();
         let mut t = Instant::now();
-        let embeddings = self.model.forward(images);
-        times.forward = sync(&mut t);
-        let out = self.loss.forward(embeddings, labels, self.miner.as_ref(), seed)?;
+        let out = match &self.diml {
+            None => {
+                let embeddings = self.model.forward(images);
+                times.forward = sync(&mut t);
+                self.loss.forward(embeddings, labels, self.miner.as_ref(), seed)?
+            }
+            // The structural matching needs the feature maps: forward and loss are one phase.
+            Some(diml) => diml.forward(&self.model, &self.loss, images, labels, self.miner.as_ref(), seed)?,
+        };
         let value = f64::from(out.loss.clone().into_scalar::<f32>());
         times.loss = sync(&mut t);
         let mut grads = out.loss.backward();
@@ -197,7 +218,12 @@ impl Learner {
         let backbone = self.optim_backbone.step(lrs[0], backbone, g_backbone);
         let head = self.optim_head.step(lrs[1], head, g_head);
         self.model = EmbeddingModel { backbone, head };
-        if self.loss.has_parameters() {
+        // DIML's ProxyNCA learns spatial proxies in place of the loss's own (which then get no
+        // gradient); both are the loss-parameter group.
+        if let Some(proxies) = self.diml.as_mut().and_then(|d| d.proxies.as_mut()) {
+            let g = GradientsParams::from_module(&mut grads, &*proxies);
+            *proxies = self.optim_loss.step(lrs[2], proxies.clone(), g);
+        } else if self.loss.has_parameters() {
             self.loss = self.optim_loss.step(lrs[2], self.loss.clone(), g_loss);
         }
         times.update = sync(&mut t);
@@ -215,6 +241,9 @@ impl Learner {
         // recorded values (the plain record may be one update behind).
         save(self.model.valid().into_record(), checkpoint::MODEL_FILE)?;
         save(self.loss.valid().into_record(), checkpoint::LOSS_FILE)?;
+        if let Some(p) = self.diml.as_ref().and_then(|d| d.proxies.as_ref()) {
+            save(p.valid().into_record(), checkpoint::DIML_PROXIES_FILE)?;
+        }
         for (optim, file) in [&self.optim_backbone, &self.optim_head, &self.optim_loss]
             .into_iter()
             .zip(checkpoint::OPTIM_FILES)
@@ -241,6 +270,12 @@ impl Learner {
             .loss
             .try_load_record(record(checkpoint::LOSS_FILE)?)
             .map_err(|e| bad("loss state does not fit the configured loss", &e))?;
+        if let Some(p) = self.diml.as_mut().and_then(|d| d.proxies.as_mut()) {
+            *p = p
+                .clone()
+                .try_load_record(record(checkpoint::DIML_PROXIES_FILE)?)
+                .map_err(|e| bad("DIML spatial proxies do not fit the configured loss", &e))?;
+        }
         let [b, h, l] = checkpoint::OPTIM_FILES;
         self.optim_backbone = self.optim_backbone.load(dir.join(b)).map_err(|e| bad(b, &e))?;
         self.optim_head = self.optim_head.load(dir.join(h)).map_err(|e| bad(h, &e))?;
