@@ -1,7 +1,7 @@
 //! Batched Sinkhorn timing: 1,000 pairs of 16 × 16 (DIML's G = 4), eps 0.05, exactly 50 iterations,
 //! forward and forward + backward on flex, for every solver path. One JSON object per line.
 //!
-//! Run with `cargo bench -p dml-ot --bench sinkhorn`. The PyTorch reference (DIML's kernel-space
+//! Run with `cargo bench -p dml-ot --bench sinkhorn [-- --device flex|ndarray|wgpu]`. The PyTorch reference (DIML's kernel-space
 //! loop) takes 35.5 ms forward and 73 ms forward + backward for this workload.
 
 use std::time::Instant;
@@ -40,14 +40,29 @@ fn median_ms(mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let plain = Device::flex();
+    let args: Vec<String> = std::env::args().collect();
+    let device_name = args
+        .iter()
+        .position(|a| a == "--device")
+        .and_then(|i| args.get(i + 1))
+        .map_or("flex", String::as_str)
+        .to_string();
+    let plain = match device_name.as_str() {
+        "flex" => Device::flex(),
+        "ndarray" => Device::ndarray(),
+        "wgpu" => Device::wgpu(burn::tensor::DeviceKind::DefaultDevice),
+        other => {
+            eprintln!("--device {other}: expected flex, ndarray or wgpu");
+            std::process::exit(2);
+        }
+    };
     let cost_values = Tensor::<3>::random([BATCH, N, N], Distribution::Uniform(0.0, 2.0), &plain).into_data();
     let weights_values = Tensor::<3>::random([BATCH, N, N], Distribution::Uniform(-1.0, 1.0), &plain).into_data();
     let marginal = |device: &Device| Tensor::<2>::full([BATCH, N], 1.0 / N as f64, device);
     let threads = rayon::current_num_threads();
     let emit = |path: &str, pass: &str, ms: f64| {
         println!(
-            "{{\"bench\":\"sinkhorn\",\"path\":\"{path}\",\"pass\":\"{pass}\",\"batch\":{BATCH},\"n\":{N},\"m\":{N},\"eps\":0.05,\"iterations\":{ITERS},\"dtype\":\"f32\",\"device\":\"flex\",\"threads\":{threads},\"median_ms\":{ms:.3}}}"
+            "{{\"bench\":\"sinkhorn\",\"path\":\"{path}\",\"pass\":\"{pass}\",\"batch\":{BATCH},\"n\":{N},\"m\":{N},\"eps\":0.05,\"iterations\":{ITERS},\"dtype\":\"f32\",\"device\":\"{device_name}\",\"threads\":{threads},\"median_ms\":{ms:.3}}}"
         );
     };
     let paths = [
@@ -76,6 +91,9 @@ fn main() {
             let _ = cost.grad(&grads).expect("cost is tracked").into_data();
         });
         emit(path, "forward_backward", both);
+    }
+    if device_name != "flex" {
+        return;
     }
     // The host solver (f64, rayon over the items), the path of evaluation and re-ranking.
     let s = solver(10, PlanGradient::Detached);
