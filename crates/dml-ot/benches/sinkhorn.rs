@@ -49,6 +49,8 @@ fn main() {
         .to_string();
     let plain = match device_name.as_str() {
         "flex" => Device::flex(),
+        // Deprecated upstream but still a selectable backend, kept for comparison.
+        #[allow(deprecated)]
         "ndarray" => Device::ndarray(),
         "wgpu" => Device::wgpu(burn::tensor::DeviceKind::DefaultDevice),
         other => {
