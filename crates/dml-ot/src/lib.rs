@@ -35,4 +35,4 @@ pub use marginals::{Marginals, cross_correlation_marginals, l2_normalize, unifor
 pub use pool::{GridPool, GridPoolConfig, GridReduction, to_locations};
 pub use rerank::{FeatureBank, StructuralReranker, StructuralRerankerConfig};
 pub use sinkhorn::{Convergence, PlanGradient, Sinkhorn, SinkhornConfig, SinkhornOutput};
-pub use structural::{PairwiseStructural, Structural, StructuralConfig, StructuralOutput};
+pub use structural::{PairwiseStructural, Structural, StructuralConfig, StructuralOutput, unit_euclidean_distance};

@@ -229,24 +229,15 @@ impl Structural {
             }
         };
         let cost = pairs.similarity.clone().neg().add_scalar(1.0);
-        let solved = self.sinkhorn.forward(cost.clone(), mu_rows, mu_cols);
+        let solved = self.sinkhorn.forward(cost, mu_rows, mu_cols);
         let similarity = (solved.plan.clone() * pairs.similarity.clone()).sum_dims_squeeze::<1, _>(&[1, 2]);
-        // For unit vectors ‖x - y‖² = 2 - 2 cos; the 1e-6 keeps the root differentiable at 0.
-        let local_distance = cost.mul_scalar(2.0).clamp_min(0.0).add_scalar(1e-6).sqrt();
+        let local_distance = unit_euclidean_distance(pairs.similarity.clone());
         let distance = (solved.plan * local_distance).sum_dims_squeeze::<1, _>(&[1, 2]);
         let (similarity, distance) = match mirror {
             Some(index) => (similarity.select(0, index.clone()), distance.select(0, index)),
             None => (similarity, distance),
         };
-        let global_distance = pairs
-            .global
-            .clone()
-            .neg()
-            .add_scalar(1.0)
-            .mul_scalar(2.0)
-            .clamp_min(0.0)
-            .add_scalar(1e-6)
-            .sqrt();
+        let global_distance = unit_euclidean_distance(pairs.global.clone());
         PairwiseStructural {
             similarity: similarity.reshape([rows, cols]),
             distance: distance.reshape([rows, cols]),
@@ -255,6 +246,19 @@ impl Structural {
             convergence: solved.convergence,
         }
     }
+}
+
+/// Euclidean distance of unit vectors from their cosine, `√(2 - 2 cos + 1e-6)` (for unit vectors
+/// `‖x - y‖² = 2 - 2 cos`; the 1e-6 keeps the root differentiable at 0). This is the `d` of DIML's
+/// Eq. 16 and, weighted by the plan, of `d_struct`; any shape.
+pub fn unit_euclidean_distance<const D: usize>(cosine: Tensor<D>) -> Tensor<D> {
+    cosine
+        .neg()
+        .add_scalar(1.0)
+        .mul_scalar(2.0)
+        .clamp_min(0.0)
+        .add_scalar(1e-6)
+        .sqrt()
 }
 
 /// The per-pair inputs of a set of pairs, flattened over the pairs.

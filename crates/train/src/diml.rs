@@ -8,7 +8,8 @@ use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use dml_losses::{Distance, LossConfig, LossError, LossOutput, MetricLoss, Miner};
 use dml_models::EmbeddingModel;
 use dml_ot::{
-    GridPool, GridPoolConfig, Marginals, PlanGradient, SinkhornConfig, Structural, StructuralConfig, to_locations,
+    GridPool, GridPoolConfig, Marginals, PlanGradient, SinkhornConfig, Structural, StructuralConfig, l2_normalize,
+    to_locations, unit_euclidean_distance,
 };
 use serde::{Deserialize, Serialize};
 
@@ -206,14 +207,11 @@ impl Diml {
     fn proxy_nca(&self, embeddings: Tensor<2>, locals: Tensor<3>, rho: Tensor<3>, labels: &[u32]) -> LossOutput {
         let [n, _] = embeddings.dims();
         let device = embeddings.device();
-        // d(ψ, η): Euclidean distance of the unit global embedding and the unit mean proxy.
-        let eta = unit(rho.clone().mean_dim(1).squeeze_dim::<2>(1));
-        let psi = unit(embeddings);
-        let d_global = (psi.clone().square().sum_dim(1) + eta.clone().square().sum_dim(1).transpose()
-            - psi.matmul(eta.transpose()).mul_scalar(2.0))
-        .clamp_min(0.0)
-        .add_scalar(1e-6)
-        .sqrt();
+        // d(ψ, η): Euclidean distance of the unit global embedding and the unit mean proxy, with the
+        // structural side's convention.
+        let eta = l2_normalize(rho.clone().mean_dim(1).squeeze_dim::<2>(1));
+        let psi = l2_normalize(embeddings);
+        let d_global = unit_euclidean_distance(psi.matmul(eta.transpose()));
         let pw = self.structural.cross_similarity(locals, rho);
         let d = (d_global + pw.distance).mul_scalar(0.5);
         let logp = log_softmax(d.mul_scalar(-self.scale), 1);
@@ -222,10 +220,4 @@ impl Diml {
         let loss = logp.gather(1, targets).mean().neg();
         LossOutput { loss, tuples: n }
     }
-}
-
-/// Rows scaled to unit length (a zero row stays zero).
-fn unit(x: Tensor<2>) -> Tensor<2> {
-    let norm = x.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
-    x / norm
 }

@@ -149,15 +149,11 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
     })?;
     let (batch, threads) = (config.eval.batch_size, config.data.threads);
     let distance = eval::distance_for(config.model.normalize);
-    let pool = if req.diml.k > 0 {
-        let pool = GridPoolConfig::new()
-            .with_grid(req.diml.grid)
-            .init()
-            .map_err(|e| TrainError::Config(format!("--diml-grid {}: {e}", req.diml.grid)))?;
-        Some(pool)
-    } else {
-        None
-    };
+    // Local embeddings are computed only when re-ranking asks for them.
+    let pool = (req.diml.k > 0)
+        .then(|| GridPoolConfig::new().with_grid(req.diml.grid).init())
+        .transpose()
+        .map_err(|e| TrainError::Config(format!("--diml-grid {}: {e}", req.diml.grid)))?;
     let pool = pool.as_ref();
     let (query, gallery): (SplitEmbeddings, Option<SplitEmbeddings>) = match &data {
         EvalData::Single(ds) => (eval::embed(&model, ds, batch, threads, &device, pool)?, None),
@@ -169,11 +165,8 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
     let started = Instant::now();
     let metrics = eval::score(&query, gallery.as_ref(), distance, None)?;
     let plain_time = started.elapsed().as_secs_f64();
-    let reranked = if req.diml.k > 0 {
-        let banks = query
-            .feature_bank()
-            .zip(gallery.as_ref().map_or(query.feature_bank(), |g| g.feature_bank()));
-        let (q, g) = banks.ok_or_else(|| TrainError::Config("local embeddings were not computed".into()))?;
+    let gallery_bank = gallery.as_ref().map_or(query.feature_bank(), |g| g.feature_bank());
+    let reranked = if let (Some(q), Some(g)) = (query.feature_bank(), gallery_bank) {
         let reranker = StructuralRerankerConfig::new()
             .with_depth(req.diml.k)
             .init(&q, &g)
