@@ -1,5 +1,7 @@
 //! Batched Sinkhorn timing: 1,000 pairs of 16 × 16 (DIML's G = 4), eps 0.05, exactly 50 iterations,
-//! forward and forward + backward on flex, for every solver path. One JSON object per line.
+//! forward and forward + backward, for every solver path: the host engine (plan and hand-written
+//! adjoint on the host, one autodiff node), the tensor engine in its stabilised and log-domain forms,
+//! the implicit gradient and the detached plan. One JSON object per line.
 //!
 //! Run with `cargo bench -p dml-ot --bench sinkhorn [-- --device flex|ndarray|wgpu]`. The PyTorch reference (DIML's kernel-space
 //! loop) takes 35.5 ms forward and 73 ms forward + backward for this workload.
@@ -7,15 +9,16 @@
 use std::time::Instant;
 
 use burn::tensor::{Device, Distribution, Tensor};
-use dml_ot::{PlanGradient, Sinkhorn, SinkhornConfig};
+use dml_ot::{PlanGradient, Sinkhorn, SinkhornConfig, SinkhornEngine};
 
 const BATCH: usize = 1000;
 const N: usize = 16;
 const ITERS: usize = 50;
 const REPEATS: usize = 7;
 
-fn solver(absorb_every: usize, gradient: PlanGradient) -> Sinkhorn {
+fn solver(engine: SinkhornEngine, absorb_every: usize, gradient: PlanGradient) -> Sinkhorn {
     SinkhornConfig::new()
+        .with_engine(engine)
         .with_eps(0.05)
         .with_max_iters(ITERS)
         .with_tolerance(0.0)
@@ -68,13 +71,30 @@ fn main() {
         );
     };
     let paths = [
-        ("stabilised_unrolled", 10, PlanGradient::Unrolled),
-        ("log_domain_unrolled", 1, PlanGradient::Unrolled),
-        ("implicit", 10, PlanGradient::Implicit),
-        ("stabilised_detached", 10, PlanGradient::Detached),
+        ("host_unrolled", SinkhornEngine::Host, 10, PlanGradient::Unrolled),
+        (
+            "tensor_stabilised_unrolled",
+            SinkhornEngine::Tensor,
+            10,
+            PlanGradient::Unrolled,
+        ),
+        (
+            "tensor_log_domain_unrolled",
+            SinkhornEngine::Tensor,
+            1,
+            PlanGradient::Unrolled,
+        ),
+        ("implicit", SinkhornEngine::Host, 10, PlanGradient::Implicit),
+        ("host_detached", SinkhornEngine::Host, 10, PlanGradient::Detached),
+        (
+            "tensor_stabilised_detached",
+            SinkhornEngine::Tensor,
+            10,
+            PlanGradient::Detached,
+        ),
     ];
-    for (path, absorb, gradient) in paths {
-        let s = solver(absorb, gradient.clone());
+    for (path, engine, absorb, gradient) in paths {
+        let s = solver(engine, absorb, gradient.clone());
         let forward = median_ms(|| {
             let cost = Tensor::<3>::from_data(cost_values.clone(), &plain);
             let out = s.forward(cost, marginal(&plain), marginal(&plain));
@@ -98,7 +118,7 @@ fn main() {
         return;
     }
     // The host solver (f64, rayon over the items), the path of evaluation and re-ranking.
-    let s = solver(10, PlanGradient::Detached);
+    let s = solver(SinkhornEngine::Host, 10, PlanGradient::Detached);
     let cost: Vec<f64> = cost_values.clone().try_into_vec_as::<f64>().expect("float data");
     let uniform = vec![1.0 / N as f64; BATCH * N];
     let host = median_ms(|| {

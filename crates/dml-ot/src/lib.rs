@@ -4,7 +4,8 @@
 //! * [`SinkhornConfig`] → [`Sinkhorn`]: batched log-domain Sinkhorn on `[B, n, m]` costs with per-item
 //!   marginals, returning plans and per-item [`Convergence`]. Gradients flow by unrolling the
 //!   iterations, by implicit differentiation of the converged plan, or not at all
-//!   ([`PlanGradient`]). [`Sinkhorn::solve_host`] solves on the host in `f64` (rayon) where no
+//!   ([`PlanGradient`]). Unrolled solves run on the host with a hand-written adjoint as one autodiff
+//!   node, or as tensor operations on the device ([`SinkhornEngine`]). [`Sinkhorn::solve_host`] solves on the host in `f64` (rayon) where no
 //!   gradient is needed.
 //! * [`Marginals`]: uniform (DIML Eq. 7) or cross-correlation (Eq. 8–9) weights of the locations.
 //! * [`StructuralConfig`] → [`Structural`]: structural similarity and distance (Eq. 5–6) of a batch
@@ -18,6 +19,7 @@
 //!   [`dml_eval::Reranker`].
 #![warn(missing_docs)]
 
+mod adjoint;
 mod decompose;
 mod error;
 mod host;
@@ -27,6 +29,7 @@ mod pool;
 mod rerank;
 mod sinkhorn;
 mod structural;
+mod unrolled;
 
 pub use decompose::{Decomposition, FlowPair};
 pub use error::OtError;
@@ -34,5 +37,5 @@ pub use host::HostSolution;
 pub use marginals::{Marginals, cross_correlation_marginals, l2_normalize, uniform_marginals};
 pub use pool::{GridPool, GridPoolConfig, GridReduction, to_locations};
 pub use rerank::{FeatureBank, StructuralReranker, StructuralRerankerConfig};
-pub use sinkhorn::{Convergence, PlanGradient, Sinkhorn, SinkhornConfig, SinkhornOutput};
+pub use sinkhorn::{Convergence, PlanGradient, Sinkhorn, SinkhornConfig, SinkhornEngine, SinkhornOutput};
 pub use structural::{PairwiseStructural, Structural, StructuralConfig, StructuralOutput, unit_euclidean_distance};

@@ -6,7 +6,8 @@ mod common;
 use burn::tensor::{Device, Tensor, TensorData};
 use common::{Rng, host, tensor};
 use dml_ot::{
-    GridPoolConfig, GridReduction, Marginals, PlanGradient, SinkhornConfig, Structural, StructuralConfig, to_locations,
+    GridPoolConfig, GridReduction, Marginals, PlanGradient, SinkhornConfig, SinkhornEngine, Structural,
+    StructuralConfig, to_locations,
 };
 
 /// Features shaped like the reference generator's: a shared base, noise and a positive offset, so that
@@ -69,21 +70,24 @@ fn check_gradient(module: &Structural, what: &str, tolerance: f64) {
 fn unrolled_gradient_matches_finite_differences() {
     // A fixed number of iterations (tolerance 0) makes s_struct a smooth function whose exact
     // derivative is what unrolling computes; eps 0.1 keeps the plan far from a vertex.
-    for (absorb, marginals) in [
-        (10, Marginals::CrossCorrelation),
-        (1, Marginals::CrossCorrelation),
-        (10, Marginals::Uniform),
+    for (engine, absorb, marginals) in [
+        (SinkhornEngine::Host, 10, Marginals::CrossCorrelation),
+        (SinkhornEngine::Host, 10, Marginals::Uniform),
+        (SinkhornEngine::Tensor, 10, Marginals::CrossCorrelation),
+        (SinkhornEngine::Tensor, 1, Marginals::CrossCorrelation),
+        (SinkhornEngine::Tensor, 10, Marginals::Uniform),
     ] {
         let sinkhorn = SinkhornConfig::new()
             .with_eps(0.1)
             .with_max_iters(40)
             .with_tolerance(0.0)
             .with_absorb_every(absorb)
+            .with_engine(engine.clone())
             .with_gradient(PlanGradient::Unrolled);
         // Central differences in f64 with h = 1e-6 are accurate to about 1e-9 here.
         check_gradient(
             &structural(marginals.clone(), sinkhorn),
-            &format!("unrolled/{absorb}/{marginals:?}"),
+            &format!("unrolled/{engine:?}/{absorb}/{marginals:?}"),
             1e-6,
         );
     }
