@@ -514,7 +514,7 @@ impl<'w> State<'w> {
 }
 
 /// `log Σ exp(x)`, shifted by the maximum.
-fn log_sum_exp(x: impl Iterator<Item = f64> + Clone) -> f64 {
+pub(crate) fn log_sum_exp(x: impl Iterator<Item = f64> + Clone) -> f64 {
     let mx = x.clone().fold(f64::NEG_INFINITY, f64::max);
     if mx == f64::NEG_INFINITY {
         return mx;

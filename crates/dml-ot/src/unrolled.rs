@@ -30,7 +30,7 @@
 
 use rayon::prelude::*;
 
-use crate::host::marginal_error;
+use crate::host::{log_sum_exp, marginal_error};
 use crate::sinkhorn::Convergence;
 
 /// Scalings beyond `[1 / ABSORB, ABSORB]` are absorbed into the potentials.
@@ -456,14 +456,6 @@ fn add_outer(acc: &mut [f64], x: &[f64], y: &[f64]) {
             *a += xi * yj;
         }
     }
-}
-
-fn log_sum_exp(x: impl Iterator<Item = f64> + Clone) -> f64 {
-    let mx = x.clone().fold(f64::NEG_INFINITY, f64::max);
-    if mx == f64::NEG_INFINITY {
-        return mx;
-    }
-    mx + x.map(|v| (v - mx).exp()).sum::<f64>().ln()
 }
 
 #[cfg(test)]

@@ -410,3 +410,52 @@ fn settings_and_host_inputs_are_validated_with_named_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn host_engine_gradient_on_wgpu_matches_flex() {
+    // The adjoint is a backend extension with an implementation per backend: on wgpu (Mesa lavapipe
+    // without a GPU) the plan and its gradient must be those of flex, up to f32 rounding.
+    let mut rng = Rng::new(29);
+    let (batch, n, m) = (2, 4, 3);
+    let (cost, a, b) = problems(&mut rng, batch, n, m);
+    let weights: Vec<f64> = cost.iter().map(|c| c.sin()).collect();
+    let run = |device: Device| {
+        let host_device = Device::flex();
+        let f32_3 = |values: &[f64], shape: [usize; 3]| {
+            Tensor::<3>::from_data(tensor(values, shape, &host_device).into_data(), (&device, DType::F32))
+        };
+        let f32_2 = |values: &[f64], shape: [usize; 2]| {
+            Tensor::<2>::from_data(tensor(values, shape, &host_device).into_data(), (&device, DType::F32))
+        };
+        let cost_t = f32_3(&cost, [batch, n, m]).require_grad();
+        let a_t = f32_2(&a, [batch, n]).require_grad();
+        let out = SinkhornConfig::new()
+            .with_eps(0.1)
+            .with_max_iters(20)
+            .with_tolerance(0.0)
+            .init()
+            .unwrap()
+            .forward(cost_t.clone(), a_t.clone(), f32_2(&b, [batch, m]));
+        let grads = (out.plan.clone() * f32_3(&weights, [batch, n, m])).sum().backward();
+        (
+            host(out.plan),
+            host(cost_t.grad(&grads).unwrap()),
+            common::host2(a_t.grad(&grads).unwrap()),
+        )
+    };
+    let flex = run(Device::flex().autodiff());
+    let wgpu = run(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice).autodiff());
+    for (name, want, got) in [
+        ("plan", &flex.0, &wgpu.0),
+        ("d/dcost", &flex.1, &wgpu.1),
+        ("d/da", &flex.2, &wgpu.2),
+    ] {
+        assert!(want.iter().any(|x| *x != 0.0), "{name}: all zero");
+        for (k, (w, g)) in want.iter().zip(got.iter()).enumerate() {
+            assert!(
+                (w - g).abs() <= 1e-5 * (1.0 + w.abs()),
+                "{name}[{k}]: flex {w} vs wgpu {g}"
+            );
+        }
+    }
+}
