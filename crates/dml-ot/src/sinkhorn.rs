@@ -10,7 +10,7 @@ use crate::adjoint::attach_unrolled;
 use crate::error::OtError;
 use crate::host::{HostProblem, Params, solve_batch};
 use crate::implicit::implicit_plan;
-use crate::unrolled::{UnrolledParams, UnrolledProblem, solve_unrolled};
+use crate::unrolled::{UnrolledParams, solve_unrolled};
 
 /// The log-marginal given to a zero-mass entry. `exp(-1000)` is exactly zero in `f32` and `f64`, so the
 /// entry's row or column of the plan comes out as exact zeros, while every intermediate stays finite (a
@@ -235,17 +235,7 @@ impl Sinkhorn {
     /// The unrolled iterations on the host; with `differentiable`, the plan carries their adjoint.
     fn solve_unrolled_host(&self, cost: Tensor<3>, a: Tensor<2>, b: Tensor<2>, differentiable: bool) -> SinkhornOutput {
         let [batch, n, m] = cost.dims();
-        let cost_h = to_host(cost.clone().detach());
-        let a_h = to_host(a.clone().detach());
-        let b_h = to_host(b.clone().detach());
-        let problem = UnrolledProblem {
-            cost: &cost_h,
-            a: &a_h,
-            b: &b_h,
-            batch,
-            n,
-            m,
-        };
+        let inputs = HostInputs::read(&cost, &a, &b);
         let params = UnrolledParams {
             eps: self.eps,
             max_iters: self.max_iters,
@@ -254,7 +244,7 @@ impl Sinkhorn {
         };
         // Without an autodiff device nothing can ask for the gradient, so no tape is kept.
         let record = differentiable && cost.device().is_autodiff();
-        let solution = solve_unrolled(params, &problem, record);
+        let solution = solve_unrolled(params, &inputs.problem(), record);
         let iterations = solution.convergence.iter().map(|c| c.iterations).max().unwrap_or(0);
         let plan = from_host(solution.plans, [batch, n, m], &cost);
         let plan = match solution.tape {
@@ -415,19 +405,8 @@ impl Sinkhorn {
 
     /// Host solve in `f64` from detached inputs, re-attached to the graph by implicit differentiation.
     fn solve_implicit(&self, cost: Tensor<3>, a: Tensor<2>, b: Tensor<2>) -> SinkhornOutput {
-        let [batch, n, m] = cost.dims();
-        let cost_h = to_host(cost.clone().detach());
-        let a_h = to_host(a.clone().detach());
-        let b_h = to_host(b.clone().detach());
-        let problem = HostProblem {
-            cost: &cost_h,
-            a: &a_h,
-            b: &b_h,
-            batch,
-            n,
-            m,
-        };
-        let solution = solve_batch(Params::of(self), &problem, true);
+        let inputs = HostInputs::read(&cost, &a, &b);
+        let solution = solve_batch(Params::of(self), &inputs.problem(), true);
         let iterations = solution.convergence.iter().map(|c| c.iterations).max().unwrap_or(0);
         let plan = implicit_plan(cost, a, b, self.eps, &solution);
         SinkhornOutput {
@@ -470,6 +449,38 @@ impl Sinkhorn {
 /// `log x` with zero (or negative) entries mapped to [`LOG_ZERO`]. The zeros are replaced by 1 before
 /// the logarithm so that its backward pass divides by 1, not 0: masking only the output would still
 /// multiply a zero gradient by `1/0` and give NaN.
+/// The values of a batch's cost `[B, n, m]` and marginals `[B, n]`, `[B, m]`, read back once for the
+/// host solvers.
+struct HostInputs {
+    cost: Vec<f64>,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    dims: [usize; 3],
+}
+
+impl HostInputs {
+    fn read(cost: &Tensor<3>, a: &Tensor<2>, b: &Tensor<2>) -> Self {
+        Self {
+            cost: to_host(cost.clone().detach()),
+            a: to_host(a.clone().detach()),
+            b: to_host(b.clone().detach()),
+            dims: cost.dims(),
+        }
+    }
+
+    fn problem(&self) -> HostProblem<'_> {
+        let [batch, n, m] = self.dims;
+        HostProblem {
+            cost: &self.cost,
+            a: &self.a,
+            b: &self.b,
+            batch,
+            n,
+            m,
+        }
+    }
+}
+
 pub(crate) fn safe_log<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     let zero = x.clone().lower_equal_elem(0.0);
     x.mask_fill(zero.clone(), 1.0).log().mask_fill(zero, LOG_ZERO)

@@ -30,7 +30,7 @@
 
 use rayon::prelude::*;
 
-use crate::host::{log_sum_exp, marginal_error};
+use crate::host::{HostProblem, log_sum_exp, marginal_error};
 use crate::sinkhorn::Convergence;
 
 /// Scalings beyond `[1 / ABSORB, ABSORB]` are absorbed into the potentials.
@@ -46,17 +46,6 @@ pub(crate) struct UnrolledParams {
     pub max_iters: usize,
     pub tolerance: f64,
     pub check_every: usize,
-}
-
-/// The batch, as row-major host arrays: `cost` `[batch, n, m]`, `a` `[batch, n]`, `b` `[batch, m]`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UnrolledProblem<'a> {
-    pub cost: &'a [f64],
-    pub a: &'a [f64],
-    pub b: &'a [f64],
-    pub batch: usize,
-    pub n: usize,
-    pub m: usize,
 }
 
 /// What the forward pass returns: the plans `[batch, n, m]`, per-item convergence and, when asked for,
@@ -120,8 +109,8 @@ struct ItemTape {
 }
 
 /// Runs the unrolled iteration on every item (rayon), writing the plans; records the tape if `record`.
-pub(crate) fn solve_unrolled(params: UnrolledParams, problem: &UnrolledProblem<'_>, record: bool) -> UnrolledSolution {
-    let UnrolledProblem { batch, n, m, .. } = *problem;
+pub(crate) fn solve_unrolled(params: UnrolledParams, problem: &HostProblem<'_>, record: bool) -> UnrolledSolution {
+    let HostProblem { batch, n, m, .. } = *problem;
     let mut plans = vec![0.0; batch * n * m];
     let results: Vec<(Convergence, ItemTape)> = plans
         .par_chunks_mut(n * m)
@@ -223,9 +212,14 @@ fn forward_item(params: UnrolledParams, cost: &[f64], a: &[f64], b: &[f64]) -> I
     let mut v = vec![1.0; q];
     let mut sums_p = vec![0.0; p];
     let mut sums_q = vec![0.0; q];
+    // Whether `sums_q` already holds Kᵀu for the current kernel and `u` (left by the tolerance check).
+    let mut cols_ready = false;
     for t in 1..=params.max_iters {
         // Column step: v = b / Kᵀu.
-        mat_t_vec(&kernel, &u, &mut sums_q);
+        if !cols_ready {
+            mat_t_vec(&kernel, &u, &mut sums_q);
+        }
+        cols_ready = false;
         if sums_q.iter().any(|&s| !(s > TINY && s.is_finite())) {
             absorb(&mut f, &mut u);
             absorb(&mut g, &mut v);
@@ -269,6 +263,7 @@ fn forward_item(params: UnrolledParams, cost: &[f64], a: &[f64], b: &[f64]) -> I
             if err <= params.tolerance {
                 break;
             }
+            cols_ready = true;
         }
         let in_range = |x: &f64| (1.0 / ABSORB..=ABSORB).contains(x);
         if t < params.max_iters && !(u.iter().all(in_range) && v.iter().all(in_range)) {
@@ -276,6 +271,7 @@ fn forward_item(params: UnrolledParams, cost: &[f64], a: &[f64], b: &[f64]) -> I
             absorb(&mut g, &mut v);
             tape.kernels
                 .push(std::mem::replace(&mut kernel, build_kernel(&z, &f, &g)));
+            cols_ready = false;
         }
     }
     tape.kernels.push(kernel);
@@ -519,7 +515,7 @@ mod tests {
         let (cost, a, b) = problem_values(batch, n, m, 7);
         // eps = 0.005 drives the scalings out of range, so several epochs are exercised.
         for (eps, iters) in [(0.5, 7), (0.05, 30), (0.005, 40)] {
-            let problem = UnrolledProblem {
+            let problem = HostProblem {
                 cost: &cost,
                 a: &a,
                 b: &b,
@@ -562,7 +558,7 @@ mod tests {
         for (eps, iters) in [(0.3, 6), (0.02, 25)] {
             let p = params(eps, iters);
             let solve = |cost: &[f64], a: &[f64], b: &[f64]| {
-                let problem = UnrolledProblem {
+                let problem = HostProblem {
                     cost,
                     a,
                     b,
@@ -619,7 +615,7 @@ mod tests {
         let (weights, _, _) = problem_values(batch, n, m, 5);
         let p = params(0.002, 12);
         let solve = |cost: &[f64]| {
-            let problem = UnrolledProblem {
+            let problem = HostProblem {
                 cost,
                 a: &a,
                 b: &b,
@@ -659,7 +655,7 @@ mod tests {
         b[2] = 0.0;
         let s: f64 = b.iter().sum();
         b.iter_mut().for_each(|x| *x /= s);
-        let problem = UnrolledProblem {
+        let problem = HostProblem {
             cost: &cost,
             a: &a,
             b: &b,
@@ -686,7 +682,7 @@ mod tests {
     #[test]
     fn early_stopping_reports_the_iteration_it_stopped_at() {
         let (cost, a, b) = problem_values(2, 5, 5, 23);
-        let problem = UnrolledProblem {
+        let problem = HostProblem {
             cost: &cost,
             a: &a,
             b: &b,

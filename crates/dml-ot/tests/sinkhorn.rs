@@ -82,8 +82,7 @@ fn every_path_meets_the_marginals_and_agrees_with_the_host_solver() {
         (SinkhornEngine::Host, 3, PlanGradient::Detached),
         (SinkhornEngine::Tensor, 3, PlanGradient::Detached),
     ] {
-        let gradient_name = format!("{engine:?}/{gradient:?}");
-        let gradient_label = gradient_name.as_str();
+        let label = format!("{engine:?}/{gradient:?}");
         let out = config(0.1, absorb, gradient.clone())
             .with_engine(engine)
             .init()
@@ -93,23 +92,17 @@ fn every_path_meets_the_marginals_and_agrees_with_the_host_solver() {
                 tensor(&a, [batch, n], &device),
                 tensor(&b, [batch, m], &device),
             );
-        assert!(out.all_converged(), "{gradient_label}/{absorb}: {:?}", out.convergence);
+        assert!(out.all_converged(), "{label}/{absorb}: {:?}", out.convergence);
         let plans = host(out.plan);
-        assert!(
-            plans.iter().all(|&t| t >= 0.0),
-            "{gradient_label}/{absorb}: negative plan entry"
-        );
+        assert!(plans.iter().all(|&t| t >= 0.0), "{label}/{absorb}: negative plan entry");
         for (item, err) in marginal_errors(&plans, &a, &b, n, m).into_iter().enumerate() {
-            assert!(
-                err <= 1e-10,
-                "{gradient_label}/{absorb}: item {item} marginal error {err}"
-            );
+            assert!(err <= 1e-10, "{label}/{absorb}: item {item} marginal error {err}");
             assert!((out.convergence[item].marginal_error - err).abs() < 1e-12);
         }
         for (got, want) in plans.iter().zip(&reference.plans) {
             assert!(
                 (got - want).abs() <= 1e-9 + 1e-7 * want.abs(),
-                "{gradient_label}/{absorb}: {got} vs {want}"
+                "{label}/{absorb}: {got} vs {want}"
             );
         }
     }
