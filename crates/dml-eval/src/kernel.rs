@@ -3,8 +3,8 @@
 //! Every kernel computes `value[i][j] = bias[j] + alpha * dot(query_i, reference_j)` in `f32`, the
 //! ranking distance of [`crate::Distance`] up to a per-query constant. Two implementations exist:
 //!
-//! * a portable one built on the `gemm` crate, which on stable Rust only uses AVX2/FMA kernels (its AVX-512
-//!   kernels are gated behind its nightly-only `nightly` feature), and
+//! * a portable one built on the `gemm` crate (the workspace's build with its `x86-v4` kernels, which reach
+//!   about a quarter of this machine's AVX-512 peak), and
 //! * an AVX-512 micro-kernel written with `std::arch` intrinsics (stable since Rust 1.89), selected at run
 //!   time. Its "filter" variant compares each distance with a per-query threshold inside the kernel and
 //!   appends survivors to candidate buffers, so the block × reference distance matrix is never stored.

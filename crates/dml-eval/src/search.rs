@@ -40,7 +40,7 @@ pub enum Kernel {
     Auto,
     /// The fused AVX-512 kernel; an error on CPUs without AVX-512F.
     Avx512,
-    /// The portable kernel built on the `gemm` crate (AVX2/FMA or NEON on stable Rust).
+    /// The portable kernel built on the `gemm` crate (AVX-512 or AVX2/FMA, chosen at run time; NEON on ARM).
     Gemm,
 }
 

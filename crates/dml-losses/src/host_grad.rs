@@ -249,10 +249,12 @@ impl Norm {
 /// `R = X Yᵀ` (`[n, m]`), so that normalisation never has to touch the `[N, D]` embeddings.
 pub(crate) fn normalize_product(r: &[f64], a: &[Norm], b: &[Norm]) -> Vec<f64> {
     let m = b.len();
-    r.iter()
-        .enumerate()
-        .map(|(k, &v)| v / (a[k / m].div * b[k % m].div))
-        .collect()
+    let mut s = Vec::with_capacity(r.len());
+    // Row by row, so that no index is divided: this runs once per step over `[N, C]`.
+    for (row, ai) in r.chunks_exact(m.max(1)).zip(a) {
+        s.extend(row.iter().zip(b).map(|(&v, bj)| v / (ai.div * bj.div)));
+    }
+    s
 }
 
 /// Back through [`normalize_product`]: from `G = ∂L/∂S` to `∂L/∂R` and the per-row
@@ -268,12 +270,18 @@ pub(crate) fn normalize_product_backward(
     let m = b.len();
     let mut u = vec![0.0; a.len()];
     let mut v = vec![0.0; m];
-    let mut dr = vec![0.0; g.len()];
-    for (k, (&gk, &sk)) in g.iter().zip(s).enumerate() {
-        let (i, j) = (k / m, k % m);
-        dr[k] = gk / (a[i].div * b[j].div);
-        u[i] -= gk * sk;
-        v[j] -= gk * sk;
+    let mut dr = Vec::with_capacity(g.len());
+    for (((g_row, s_row), ai), ui) in g
+        .chunks_exact(m.max(1))
+        .zip(s.chunks_exact(m.max(1)))
+        .zip(a)
+        .zip(&mut u)
+    {
+        for (((&gk, &sk), bj), vj) in g_row.iter().zip(s_row).zip(b).zip(&mut v) {
+            dr.push(gk / (ai.div * bj.div));
+            *ui -= gk * sk;
+            *vj -= gk * sk;
+        }
     }
     for (ui, ai) in u.iter_mut().zip(a) {
         *ui = if ai.live { *ui / (ai.div * ai.div) } else { 0.0 };

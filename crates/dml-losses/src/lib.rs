@@ -10,14 +10,17 @@
 //! the [`MetricLoss`] module so that training can give it its own learning-rate group.
 #![warn(missing_docs)]
 
+mod attach;
 mod distance;
 mod error;
+mod gemm;
 mod host;
 mod host_grad;
 mod losses;
 mod miners;
 mod ops;
 mod reducer;
+mod sgemm;
 mod tuples;
 
 pub use distance::Distance;

@@ -12,6 +12,7 @@ mod error;
 mod head;
 mod model;
 mod resnet;
+pub mod runtime;
 mod small_cnn;
 
 pub use error::ModelError;

@@ -30,6 +30,7 @@ pub use margin::MarginLossConfig;
 pub use multi_similarity::MultiSimilarityLossConfig;
 pub use n_pairs::NPairsLossConfig;
 pub use nt_xent::NtXentLossConfig;
+use proxy_anchor::ProxyAnchorGram;
 pub use proxy_anchor::ProxyAnchorLossConfig;
 pub use proxy_nca::ProxyNcaLossConfig;
 pub use quadruplet::{QuadrupletLossConfig, Quadruplets};
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::distance::Distance;
 use crate::error::LossError;
+use crate::gemm::is_cpu_device;
 use crate::host::HostMatrix;
 use crate::host_grad::{
     GramMap, HostLoss, Norm, attach, attach_grad_only, attach_tensor, normalize_product, normalize_product_backward,
@@ -802,7 +804,6 @@ impl MetricLoss {
         miner: Option<&Miner>,
         seed: u64,
     ) -> Result<LossOutput, LossError> {
-        let n = labels.len();
         let tuples = match miner {
             None => None,
             Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
@@ -813,35 +814,18 @@ impl MetricLoss {
         let sim = distance.is_similarity();
         let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
         if gram {
-            // cos = X Pᵀ / (|x_i| |p_c|) is evaluated on the host from one raw product R = X Pᵀ and
-            // the squared row norms, all three computed in the graph. The loss re-enters the graph
-            // as the surrogate Σ ∂R ⊙ R + ½ Σ u ⊙ |x|² + ½ Σ v ⊙ |p|², whose gradients are the
-            // analytic ∂L/∂X = ∂R P + diag(u) X and ∂L/∂P = ∂Rᵀ X + diag(v) P; autodiff's matmul
-            // backward then performs the only two products the backward pass needs.
-            let normalize = distance.normalizes();
-            let classes = proxies.dims()[0];
-            let raw_t = embeddings.clone().matmul(proxies.clone().transpose());
-            let xsq_t = embeddings.square().sum_dim(1);
-            let psq_t = proxies.square().sum_dim(1);
-            let (xsq, psq) = (host(xsq_t.clone()), host(psq_t.clone()));
-            let xn: Vec<Norm> = xsq.iter().map(|&v| Norm::new(v, normalize)).collect();
-            let pn: Vec<Norm> = psq.iter().map(|&v| Norm::new(v, normalize)).collect();
-            let raw = host(raw_t.clone());
-            let cos = normalize_product(&raw, &xn, &pn);
-            let hl = c.host(&cos, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
-            let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
-            let half = |w: Vec<f64>| -> Vec<f64> { w.into_iter().map(|x| 0.5 * x).collect() };
-            let (u, v) = (half(u), half(v));
-            let offset = dr.iter().zip(&raw).map(|(a, b)| a * b).sum::<f64>()
-                + u.iter().zip(&xsq).map(|(a, b)| a * b).sum::<f64>()
-                + v.iter().zip(&psq).map(|(a, b)| a * b).sum::<f64>();
-            let (device, dt) = (raw_t.device(), raw_t.dtype());
-            let loss = attach_tensor(raw_t, float2(dr, [n, classes], &device, dt), hl.value, offset)
-                + attach_tensor(xsq_t, float2(u, [n, 1], &device, dt), 0.0, 0.0)
-                + attach_tensor(psq_t, float2(v, [classes, 1], &device, dt), 0.0, 0.0);
-            return Ok(LossOutput {
-                loss,
-                tuples: hl.tuples,
+            let on = ProxyAnchorGram {
+                config: c,
+                reducer: &self.spec.reducer,
+                labels,
+                tuples: tuples.as_ref(),
+                normalize: distance.normalizes(),
+                sim,
+            };
+            return Ok(match (is_cpu_device(&embeddings.device()), dtype) {
+                (true, DType::F64) => on.host::<f64>(embeddings, proxies),
+                (true, _) => on.host::<f32>(embeddings, proxies),
+                (false, _) => on.device(embeddings, proxies),
             });
         }
         let mat = distance.matrix(embeddings, proxies);

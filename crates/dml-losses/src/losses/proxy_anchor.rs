@@ -2,10 +2,15 @@
 //! `1/|P+| Σ_{p∈P+} log(1 + Σ_{x∈X_p+} e^{-α(s(x,p) - δ)})
 //!  + 1/|P| Σ_{p∈P} log(1 + Σ_{x∈X_p-} e^{α(s(x,p) + δ)})`.
 
+use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
+use super::LossOutput;
+use crate::attach::attach_gradients;
 use crate::distance::Distance;
-use crate::host_grad::{HostLoss, logsumexp_with_weights, reducer_weights};
+use crate::gemm::{self, HostFloat};
+use crate::host_grad::{HostLoss, Norm, normalize_product, normalize_product_backward, reducer_weights};
+use crate::ops::{float2, host};
 use crate::reducer::Reducer;
 use crate::tuples::{Tuples, miner_weights};
 
@@ -38,6 +43,11 @@ impl Default for ProxyAnchorLossConfig {
 impl ProxyAnchorLossConfig {
     /// `mat` is the `[N, C]` matrix between embeddings and proxies; returns the loss and its
     /// gradient with respect to `mat`.
+    ///
+    /// Every sample is a positive of its own proxy and a negative of all others, so the two
+    /// log-sum-exps of every proxy (over its column) are evaluated in three row-major passes
+    /// over `[N, C]`: the logits and column maxima, the shifted exponentials and column sums,
+    /// then the softmax weights as the gradient. Each pass runs along contiguous rows.
     pub(super) fn host(
         &self,
         mat: &[f64],
@@ -48,47 +58,164 @@ impl ProxyAnchorLossConfig {
         reducer: &Reducer,
     ) -> HostLoss {
         let n = labels.len();
-        let mut grad = vec![0.0; n * c];
         // Mined samples enter with log-weight (w - 1): unmined ones are damped.
         let offset: Vec<f64> = miner_weights(tuples, n, false).into_iter().map(|w| w - 1.0).collect();
         // sign = +1 for a similarity: positives enter as δ - s, negatives as s + δ.
         let sign = if sim { 1.0 } else { -1.0 };
-        let mut pos_terms = vec![0.0; c];
-        let mut neg_terms = vec![0.0; c];
-        let mut pos_w: Vec<Vec<f64>> = vec![Vec::new(); c];
-        let mut neg_w: Vec<Vec<f64>> = vec![Vec::new(); c];
-        let mut xs = Vec::with_capacity(n);
-        for j in 0..c {
-            xs.clear();
-            xs.extend(
-                (0..n)
-                    .filter(|&i| labels[i] as usize == j)
-                    .map(|i| self.alpha * (self.margin - sign * mat[i * c + j]) + offset[i]),
-            );
-            pos_terms[j] = logsumexp_with_weights(&xs, true, &mut pos_w[j]);
-            xs.clear();
-            xs.extend(
-                (0..n)
-                    .filter(|&i| labels[i] as usize != j)
-                    .map(|i| self.alpha * (sign * mat[i * c + j] + self.margin) + offset[i]),
-            );
-            neg_terms[j] = logsumexp_with_weights(&xs, true, &mut neg_w[j]);
+        let (alpha, margin) = (self.alpha, self.margin);
+        let own = |i: usize| labels[i] as usize;
+        // Pass 1: logits; the maxima start at 0 because of the log-sum-exp's extra `e^0` term.
+        let mut logits = vec![0.0; n * c];
+        let (mut max_pos, mut max_neg) = (vec![0.0f64; c], vec![0.0f64; c]);
+        let mut members = vec![0usize; c];
+        for (i, (row, m_row)) in logits.chunks_exact_mut(c).zip(mat.chunks_exact(c)).enumerate() {
+            let base = alpha * margin + offset[i];
+            for (l, &m) in row.iter_mut().zip(m_row) {
+                *l = base + alpha * sign * m;
+            }
+            // The own proxy's entry is a positive, not a negative: it is kept out of the
+            // negative maximum (as -∞), then written as a positive logit.
+            let j = own(i);
+            row[j] = f64::NEG_INFINITY;
+            for (&l, mx) in row.iter().zip(&mut max_neg) {
+                *mx = mx.max(l);
+            }
+            row[j] = base - alpha * sign * m_row[j];
+            max_pos[j] = max_pos[j].max(row[j]);
+            members[j] += 1;
         }
-        let with_pos = (0..c).filter(|&j| labels.iter().any(|&l| l as usize == j)).count();
+        // Pass 2: shifted exponentials and column sums (starting from the extra term e^{-max}).
+        let mut sum_pos: Vec<f64> = max_pos.iter().map(|m| (-m).exp()).collect();
+        let mut sum_neg: Vec<f64> = max_neg.iter().map(|m| (-m).exp()).collect();
+        for (i, row) in logits.chunks_exact_mut(c).enumerate() {
+            let j = own(i);
+            // Again the own entry sits out of the negative sums (e^{-∞} = 0).
+            let pos_logit = std::mem::replace(&mut row[j], f64::NEG_INFINITY);
+            for ((l, &mx), s) in row.iter_mut().zip(&max_neg).zip(&mut sum_neg) {
+                *l = (*l - mx).exp();
+                *s += *l;
+            }
+            row[j] = (pos_logit - max_pos[j]).exp();
+            sum_pos[j] += row[j];
+        }
+        let term = |count: usize, mx: f64, sum: f64| if count == 0 { 0.0 } else { mx + sum.ln() };
+        let pos_terms: Vec<f64> = (0..c).map(|j| term(members[j], max_pos[j], sum_pos[j])).collect();
+        let neg_terms: Vec<f64> = (0..c).map(|j| term(n - members[j], max_neg[j], sum_neg[j])).collect();
+        let with_pos = members.iter().filter(|&&m| m > 0).count();
         let wp = reducer_weights(reducer, &pos_terms, Some(with_pos as f64));
         let wn = reducer_weights(reducer, &neg_terms, Some(c as f64));
-        let mut value = 0.0;
-        for j in 0..c {
-            value += wp[j] * pos_terms[j] + wn[j] * neg_terms[j];
-            let members = (0..n).filter(|&i| labels[i] as usize == j);
-            for (i, w) in members.zip(&pos_w[j]) {
-                grad[i * c + j] -= sign * self.alpha * wp[j] * w;
+        let value: f64 = (0..c).map(|j| wp[j] * pos_terms[j] + wn[j] * neg_terms[j]).sum();
+        // Pass 3: ∂L/∂mat = ±α · reducer weight · softmax weight.
+        let neg_factor: Vec<f64> = (0..c).map(|j| sign * alpha * wn[j] / sum_neg[j]).collect();
+        for (i, row) in logits.chunks_exact_mut(c).enumerate() {
+            let j_own = own(i);
+            let pos = -sign * alpha * wp[j_own] / sum_pos[j_own] * row[j_own];
+            for (g, f) in row.iter_mut().zip(&neg_factor) {
+                *g *= f;
             }
-            let others = (0..n).filter(|&i| labels[i] as usize != j);
-            for (i, w) in others.zip(&neg_w[j]) {
-                grad[i * c + j] += sign * self.alpha * wn[j] * w;
-            }
+            row[j_own] = pos;
         }
-        HostLoss { value, grad, tuples: n }
+        HostLoss {
+            value,
+            grad: logits,
+            tuples: n,
+        }
+    }
+}
+
+/// Proxy-Anchor with the cosine similarity (or the dot product, without `normalize`), the
+/// configuration every paper uses, evaluated outside the autodiff graph:
+///
+/// `R = X Pᵀ` (`[N, D] × [D, C]`), `S_ij = R_ij / (|x_i| |p_j|)`, the loss and `G = ∂L/∂S` from
+/// [`ProxyAnchorLossConfig::host`], then `∂L/∂X = ∂R P + diag(u) X` and
+/// `∂L/∂P = ∂Rᵀ X + diag(v) P` (see `normalize_product_backward`). Both gradients re-enter the
+/// graph as one node (see `attach`), so the autodiff graph holds no matrix product at all.
+pub(super) struct ProxyAnchorGram<'a> {
+    pub config: &'a ProxyAnchorLossConfig,
+    pub reducer: &'a Reducer,
+    pub labels: &'a [u32],
+    pub tuples: Option<&'a Tuples>,
+    /// Whether the distance normalises (cosine) or not (dot product).
+    pub normalize: bool,
+    /// Whether the distance is a similarity.
+    pub sim: bool,
+}
+
+impl ProxyAnchorGram<'_> {
+    /// On a CPU device the whole step runs on the host in the embeddings' precision `T`, with
+    /// the three products through `gemm`: the loss of `embeddings` `[N, D]` against `proxies`
+    /// `[C, D]`, attached to both.
+    pub(super) fn host<T: HostFloat>(&self, embeddings: Tensor<2>, proxies: Tensor<2>) -> LossOutput {
+        let [n, d] = embeddings.dims();
+        let classes = proxies.dims()[0];
+        let (device, dtype) = (embeddings.device(), embeddings.dtype());
+        let x: Vec<T> = gemm::read(embeddings.clone());
+        let p: Vec<T> = gemm::read(proxies.clone());
+        let squares = |v: &[T]| -> Vec<f64> { v.chunks_exact(d.max(1)).map(|row| gemm::dot(row, row)).collect() };
+        let (xsq, psq) = (squares(&x), squares(&p));
+        let norms = |sq: &[f64]| -> Vec<Norm> { sq.iter().map(|&q| Norm::new(q, self.normalize)).collect() };
+        let (xn, pn) = (norms(&xsq), norms(&psq));
+        let mut raw = vec![T::default(); n * classes];
+        gemm::matmul(&mut raw, [n, classes, d], &x, false, &p, true, false);
+        let raw: Vec<f64> = raw.into_iter().map(T::wide).collect();
+        let cos = normalize_product(&raw, &xn, &pn);
+        let hl = self
+            .config
+            .host(&cos, classes, self.sim, self.labels, self.tuples, self.reducer);
+        let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
+        let dr: Vec<T> = dr.into_iter().map(T::narrow).collect();
+        // The diagonal terms first; the two products are then accumulated onto them, side by
+        // side on two threads (each is too small to be worth splitting itself).
+        let scaled = |m: &[T], s: &[f64]| -> Vec<T> {
+            let mut out = Vec::with_capacity(m.len());
+            for (row, &si) in m.chunks_exact(d.max(1)).zip(s) {
+                let si = T::narrow(si);
+                out.extend(row.iter().map(|&e| e * si));
+            }
+            out
+        };
+        let (mut gx, mut gp) = (scaled(&x, &u), scaled(&p, &v));
+        rayon::join(
+            || gemm::matmul(&mut gx, [n, d, classes], &dr, false, &p, false, true),
+            || gemm::matmul(&mut gp, [classes, d, n], &dr, true, &x, false, true),
+        );
+        let value = Tensor::from_data(TensorData::new(vec![hl.value], [1]), (&device, dtype));
+        let grad_x = gemm::tensor(gx, [n, d], &device, dtype);
+        let grad_p = gemm::tensor(gp, [classes, d], &device, dtype);
+        let loss = attach_gradients(value, embeddings, grad_x, proxies, grad_p);
+        LossOutput {
+            loss,
+            tuples: hl.tuples,
+        }
+    }
+
+    /// On a GPU the three products stay on the device (detached, outside the graph); only the
+    /// `[N, C]` matrix and the norms travel to the host for the loss itself.
+    pub(super) fn device(&self, embeddings: Tensor<2>, proxies: Tensor<2>) -> LossOutput {
+        let [n, _] = embeddings.dims();
+        let classes = proxies.dims()[0];
+        let (device, dtype) = (embeddings.device(), embeddings.dtype());
+        let (xd, pd) = (embeddings.clone().detach(), proxies.clone().detach());
+        let norms = |m: &Tensor<2>| -> Vec<Norm> {
+            host(m.clone().square().sum_dim(1))
+                .into_iter()
+                .map(|q| Norm::new(q, self.normalize))
+                .collect()
+        };
+        let (xn, pn) = (norms(&xd), norms(&pd));
+        let raw = host(xd.clone().matmul(pd.clone().transpose()));
+        let cos = normalize_product(&raw, &xn, &pn);
+        let hl = self
+            .config
+            .host(&cos, classes, self.sim, self.labels, self.tuples, self.reducer);
+        let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
+        let dr = float2(dr, [n, classes], &device, dtype);
+        let grad_x = dr.clone().matmul(pd.clone()) + xd.clone() * float2(u, [n, 1], &device, dtype);
+        let grad_p = dr.transpose().matmul(xd) + pd * float2(v, [classes, 1], &device, dtype);
+        let value = Tensor::from_data(TensorData::new(vec![hl.value], [1]), (&device, dtype));
+        LossOutput {
+            loss: attach_gradients(value, embeddings, grad_x, proxies, grad_p),
+            tuples: hl.tuples,
+        }
     }
 }

@@ -583,3 +583,90 @@ fn distance_weighted_dimension_can_be_set_for_bare_matrices() {
     assert!((a - b).abs() < 1e-12, "{a} vs {b}");
     assert!(cfg(Some(1)).init().is_err());
 }
+
+/// Runs one Proxy-Anchor Gram path on `x` `[n, d]` (dtype of the values) and returns the loss,
+/// `∂L/∂X` and `∂L/∂P` in `f64`.
+fn proxy_anchor_path(
+    loss: &MetricLoss,
+    path: &str,
+    x: Tensor<2>,
+    labels: &[u32],
+    tuples: Option<&Tuples>,
+    normalize: bool,
+) -> (f64, Vec<f64>, Vec<f64>) {
+    let LossConfig::ProxyAnchor(config) = &loss.spec.config else {
+        panic!("not a Proxy-Anchor loss")
+    };
+    let dtype = x.dtype();
+    let proxies = loss.proxies_val(dtype).unwrap();
+    let gram = ProxyAnchorGram {
+        config,
+        reducer: &loss.spec.reducer,
+        labels,
+        tuples,
+        normalize,
+        sim: true,
+    };
+    let out = match path {
+        "host f64" => gram.host::<f64>(x.clone(), proxies),
+        "host f32" => gram.host::<f32>(x.clone(), proxies),
+        _ => gram.device(x.clone(), proxies),
+    };
+    let value = out.loss.clone().into_data().iter::<f64>().next().unwrap();
+    let grads = out.loss.backward();
+    let gx = x.grad(&grads).unwrap().into_data().iter::<f64>().collect();
+    let gp = loss.parameter_grad("proxies", &grads).unwrap().iter::<f64>().collect();
+    (value, gx, gp)
+}
+
+#[test]
+fn proxy_anchor_host_and_device_paths_agree() {
+    // Six proxies, of which 4 and 5 have no sample, class 3 a single one; mined and unmined.
+    let (d, labels) = (7, [0u32, 0, 1, 1, 1, 2, 2, 3, 0, 2]);
+    let n = labels.len();
+    let values = random(n * d, 5);
+    let miner_tuples = Tuples::Triplets(Triplets {
+        a: vec![0, 2, 5],
+        p: vec![1, 3, 6],
+        n: vec![2, 7, 9],
+    });
+    let distances = [
+        ("{ type = \"cosine\" }", true),
+        ("{ type = \"dot_product\", normalize_embeddings = false }", false),
+    ];
+    for (distance, normalize) in distances {
+        let toml_text = format!("name = \"proxy_anchor\"\ndistance = {distance}");
+        let cfg: LossConfig = toml::from_str(&toml_text).unwrap();
+        let mut loss = cfg.init(6, d, &device()).unwrap();
+        let p = loss.parameter("proxies").unwrap();
+        let shape = p.shape().to_vec();
+        let pv: Vec<f64> = p.iter::<f64>().map(|v| v * 0.3).collect();
+        loss.set_parameter("proxies", TensorData::new(pv, shape), &device())
+            .unwrap();
+        for tuples in [None, Some(&miner_tuples)] {
+            let run = |path: &str, dtype: DType| {
+                let x = Tensor::from_data(TensorData::new(values.clone(), [n, d]), (&device(), dtype)).require_grad();
+                proxy_anchor_path(&loss, path, x, &labels, tuples, normalize)
+            };
+            let (v0, gx0, gp0) = run("device", DType::F64);
+            assert!(v0.is_finite() && v0 > 0.0, "{distance}: loss {v0}");
+            for (path, dtype, tol) in [("host f64", DType::F64, 1e-12), ("host f32", DType::F32, 2e-4)] {
+                let (v, gx, gp) = run(path, dtype);
+                let scale = |g: &[f64]| g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                assert!(
+                    (v - v0).abs() <= tol * v0.abs().max(1.0),
+                    "{distance} {path}: loss {v} vs {v0}"
+                );
+                for (what, got, want) in [("x", &gx, &gx0), ("proxies", &gp, &gp0)] {
+                    let s = scale(want).max(1e-9);
+                    for (i, (a, b)) in got.iter().zip(want.iter()).enumerate() {
+                        assert!(
+                            (a - b).abs() <= tol * s,
+                            "{distance} {path} ∂L/∂{what}[{i}]: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

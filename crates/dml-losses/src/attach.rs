@@ -1,0 +1,117 @@
+//! A loss value whose gradients were computed outside the graph, as one Burn operation.
+//!
+//! The host-evaluated losses know `L` and `∂L/∂X`, `∂L/∂Y` before the graph sees them. The
+//! surrogate of `host_grad` (`Σ X ⊙ G_X − const`) re-enters the graph with an element-wise
+//! product and a sum per input, and its backward pass multiplies once more: three passes over
+//! every `[N, D]` input for a gradient that is already known. [`attach_gradients`] instead
+//! registers one autodiff node with the inputs as parents whose backward pass hands `G_X` and
+//! `G_Y` (scaled by the incoming gradient) straight to them. Without autodiff it returns the
+//! value unchanged, on every backend.
+
+// NdArray is deprecated upstream but stays a selectable backend of this workspace.
+#![allow(deprecated)]
+
+use burn::backend::NdArray;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, backend_extension};
+use burn::tensor::{Scalar, Tensor, try_read_sync};
+
+/// The extension: `value` passes through; under autodiff its gradients with respect to `x` and
+/// `y` are `grad_x` and `grad_y`.
+#[backend_extension(Flex, NdArray, Cube, Autodiff)]
+pub(crate) trait HostGradientOp: Backend {
+    /// Returns `value` (`[1]`), differentiable with respect to `x` and `y` (any shapes) with
+    /// the gradients `grad_x` and `grad_y` (the shapes of `x` and `y`) under autodiff.
+    fn attach_gradients(
+        value: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        grad_x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        grad_y: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let _ = (x, grad_x, y, grad_y);
+        value
+    }
+}
+
+impl HostGradientOp for Flex {}
+impl HostGradientOp for NdArray {}
+impl HostGradientOp for Cube {}
+
+#[derive(Debug)]
+struct HostGradientBackward;
+
+impl<B: Backend> Backward<B, 2> for HostGradientBackward {
+    /// The gradients of the two parents, on the inner backend.
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        // The incoming gradient of a scalar loss is one number, almost always 1: read it rather
+        // than broadcasting a one-element tensor over both gradients.
+        let grad = grads.consume::<B>(&ops.node);
+        let data = try_read_sync(B::float_into_data(grad))
+            .expect("a host-evaluated loss reads its incoming gradient synchronously")
+            .expect("the incoming gradient of a loss value can be read");
+        let scale = data
+            .iter::<f64>()
+            .next()
+            .expect("the incoming gradient of a loss value has one element");
+        let (grad_x, grad_y) = ops.state;
+        for (parent, g) in ops.parents.into_iter().zip([grad_x, grad_y]) {
+            if let Some(node) = parent {
+                let g = if scale == 1.0 {
+                    g
+                } else {
+                    B::float_mul_scalar(g, Scalar::Float(scale))
+                };
+                grads.register::<B>(node.id, g);
+            }
+        }
+    }
+}
+
+impl<B: Backend + HostGradientOp, C: CheckpointStrategy> HostGradientOp for Autodiff<B, C> {
+    fn attach_gradients(
+        value: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        grad_x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        grad_y: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let value = value.primitive().clone();
+        let state = (grad_x.primitive().clone(), grad_y.primitive().clone());
+        match HostGradientBackward
+            .prepare::<C>([x.node(), y.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(state, value),
+            OpsKind::UnTracked(prep) => prep.finish(value),
+        }
+    }
+}
+
+/// The loss `value` (`[1]`, untracked) connected to `x` and `y` with the known gradients
+/// `grad_x` (shape of `x`) and `grad_y` (shape of `y`).
+pub(crate) fn attach_gradients<const D: usize>(
+    value: Tensor<1>,
+    x: Tensor<D>,
+    grad_x: Tensor<D>,
+    y: Tensor<D>,
+    grad_y: Tensor<D>,
+) -> Tensor<1> {
+    debug_assert_eq!(x.dims(), grad_x.dims());
+    debug_assert_eq!(y.dims(), grad_y.dims());
+    let out = <Dispatch as HostGradientOp>::attach_gradients(
+        value.into_dispatch(),
+        x.into_dispatch(),
+        grad_x.into_dispatch(),
+        y.into_dispatch(),
+        grad_y.into_dispatch(),
+    );
+    Tensor::from_dispatch(out)
+}
