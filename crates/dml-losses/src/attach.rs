@@ -20,12 +20,18 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, backend_extension};
 use burn::tensor::{Scalar, Tensor, try_read_sync};
 
-/// The extension: `value` passes through; under autodiff its gradients with respect to `x` and
-/// `y` are `grad_x` and `grad_y`.
+/// The extension: `value` passes through; under autodiff its gradient with respect to each input
+/// is the matching given gradient.
 #[backend_extension(Flex, NdArray, Cube, Autodiff)]
 pub(crate) trait HostGradientOp: Backend {
-    /// Returns `value` (`[1]`), differentiable with respect to `x` and `y` (any shapes) with
-    /// the gradients `grad_x` and `grad_y` (the shapes of `x` and `y`) under autodiff.
+    /// Returns `value` (`[1]`), differentiable with respect to `x` (any shape) with the gradient
+    /// `grad_x` (the shape of `x`) under autodiff.
+    fn attach_gradient(value: FloatTensor<Self>, x: FloatTensor<Self>, grad_x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let _ = (x, grad_x);
+        value
+    }
+
+    /// As [`Self::attach_gradient`], for two inputs.
     fn attach_gradients(
         value: FloatTensor<Self>,
         x: FloatTensor<Self>,
@@ -42,16 +48,17 @@ impl HostGradientOp for Flex {}
 impl HostGradientOp for NdArray {}
 impl HostGradientOp for Cube {}
 
+/// The node of a loss value with `N` inputs whose gradients are known.
 #[derive(Debug)]
-struct HostGradientBackward;
+struct HostGradientBackward<const N: usize>;
 
-impl<B: Backend> Backward<B, 2> for HostGradientBackward {
-    /// The gradients of the two parents, on the inner backend.
-    type State = (FloatTensor<B>, FloatTensor<B>);
+impl<B: Backend, const N: usize> Backward<B, N> for HostGradientBackward<N> {
+    /// The gradients of the `N` parents, on the inner backend.
+    type State = Vec<FloatTensor<B>>;
 
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         // The incoming gradient of a scalar loss is one number, almost always 1: read it rather
-        // than broadcasting a one-element tensor over both gradients.
+        // than broadcasting a one-element tensor over every gradient.
         let grad = grads.consume::<B>(&ops.node);
         let data = try_read_sync(B::float_into_data(grad))
             .expect("a host-evaluated loss reads its incoming gradient synchronously")
@@ -60,8 +67,7 @@ impl<B: Backend> Backward<B, 2> for HostGradientBackward {
             .iter::<f64>()
             .next()
             .expect("the incoming gradient of a loss value has one element");
-        let (grad_x, grad_y) = ops.state;
-        for (parent, g) in ops.parents.into_iter().zip([grad_x, grad_y]) {
+        for (parent, g) in ops.parents.into_iter().zip(ops.state) {
             if let Some(node) = parent {
                 let g = if scale == 1.0 {
                     g
@@ -75,6 +81,19 @@ impl<B: Backend> Backward<B, 2> for HostGradientBackward {
 }
 
 impl<B: Backend + HostGradientOp, C: CheckpointStrategy> HostGradientOp for Autodiff<B, C> {
+    fn attach_gradient(value: FloatTensor<Self>, x: FloatTensor<Self>, grad_x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let value = value.primitive().clone();
+        let state = vec![grad_x.primitive().clone()];
+        match HostGradientBackward::<1>
+            .prepare::<C>([x.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(state, value),
+            OpsKind::UnTracked(prep) => prep.finish(value),
+        }
+    }
+
     fn attach_gradients(
         value: FloatTensor<Self>,
         x: FloatTensor<Self>,
@@ -83,8 +102,8 @@ impl<B: Backend + HostGradientOp, C: CheckpointStrategy> HostGradientOp for Auto
         grad_y: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         let value = value.primitive().clone();
-        let state = (grad_x.primitive().clone(), grad_y.primitive().clone());
-        match HostGradientBackward
+        let state = vec![grad_x.primitive().clone(), grad_y.primitive().clone()];
+        match HostGradientBackward::<2>
             .prepare::<C>([x.node(), y.node()])
             .compute_bound()
             .stateful()
@@ -95,14 +114,21 @@ impl<B: Backend + HostGradientOp, C: CheckpointStrategy> HostGradientOp for Auto
     }
 }
 
+/// The loss `value` (`[1]`, untracked) connected to `x` with the known gradient `grad_x`
+/// (shape of `x`).
+pub(crate) fn attach_gradient<const D: usize>(value: Tensor<1>, x: Tensor<D>, grad_x: Tensor<D>) -> Tensor<1> {
+    debug_assert_eq!(x.dims(), grad_x.dims());
+    let out =
+        <Dispatch as HostGradientOp>::attach_gradient(value.into_dispatch(), x.into_dispatch(), grad_x.into_dispatch());
+    Tensor::from_dispatch(out)
+}
+
 /// The loss `value` (`[1]`, untracked) connected to `x` and `y` with the known gradients
 /// `grad_x` (shape of `x`) and `grad_y` (shape of `y`).
-pub(crate) fn attach_gradients<const D: usize>(
+pub(crate) fn attach_gradients<const D: usize, const E: usize>(
     value: Tensor<1>,
-    x: Tensor<D>,
-    grad_x: Tensor<D>,
-    y: Tensor<D>,
-    grad_y: Tensor<D>,
+    (x, grad_x): (Tensor<D>, Tensor<D>),
+    (y, grad_y): (Tensor<E>, Tensor<E>),
 ) -> Tensor<1> {
     debug_assert_eq!(x.dims(), grad_x.dims());
     debug_assert_eq!(y.dims(), grad_y.dims());

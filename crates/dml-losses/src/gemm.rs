@@ -113,6 +113,74 @@ pub(crate) fn tensor<T: HostFloat>(values: Vec<T>, shape: [usize; 2], device: &D
     Tensor::from_data(TensorData::new(values, shape), (device, dtype))
 }
 
+/// Detached embeddings `X` `[n, d]` for the two products of a Gram-based loss, `X Xᵀ` and `A X`:
+/// copied to the host once on CPU devices, kept on the device otherwise.
+pub(crate) struct GramOperand {
+    values: HostValues,
+    n: usize,
+    d: usize,
+    device: Device,
+    dtype: DType,
+}
+
+/// Where the operand lives.
+enum HostValues {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    /// Boxed: a tensor handle is far larger than a vector's.
+    Device(Box<Tensor<2>>),
+}
+
+impl GramOperand {
+    /// The (detached) values of `x`.
+    pub(crate) fn new(x: &Tensor<2>) -> Self {
+        let [n, d] = x.dims();
+        let (device, dtype) = (x.device(), x.dtype());
+        let values = match (is_cpu_device(&device), dtype) {
+            (true, DType::F64) => HostValues::F64(read(x.clone())),
+            (true, _) => HostValues::F32(read(x.clone())),
+            (false, _) => HostValues::Device(Box::new(x.clone().detach())),
+        };
+        Self {
+            values,
+            n,
+            d,
+            device,
+            dtype,
+        }
+    }
+
+    /// `X Xᵀ` `[n, n]`, row-major on the host.
+    pub(crate) fn gram(&self) -> Vec<f64> {
+        fn on_host<T: HostFloat>(x: &[T], n: usize, d: usize) -> Vec<f64> {
+            let mut r = vec![T::default(); n * n];
+            matmul(&mut r, [n, n, d], x, false, x, true, false);
+            r.into_iter().map(T::wide).collect()
+        }
+        match &self.values {
+            HostValues::F32(x) => on_host(x, self.n, self.d),
+            HostValues::F64(x) => on_host(x, self.n, self.d),
+            HostValues::Device(x) => crate::ops::host(x.clone().matmul(x.clone().transpose())),
+        }
+    }
+
+    /// `A X` `[n, d]` for a row-major `a` `[n, n]`, as a tensor of `X`'s device and dtype.
+    pub(crate) fn left_multiply(&self, a: Vec<f64>) -> Tensor<2> {
+        fn on_host<T: HostFloat>(a: Vec<f64>, x: &[T], n: usize, d: usize) -> Vec<T> {
+            let a: Vec<T> = a.into_iter().map(T::narrow).collect();
+            let mut out = vec![T::default(); n * d];
+            matmul(&mut out, [n, d, n], &a, false, x, false, false);
+            out
+        }
+        let (n, d) = (self.n, self.d);
+        match &self.values {
+            HostValues::F32(x) => tensor(on_host(a, x, n, d), [n, d], &self.device, self.dtype),
+            HostValues::F64(x) => tensor(on_host(a, x, n, d), [n, d], &self.device, self.dtype),
+            HostValues::Device(x) => crate::ops::float2(a, [n, n], &self.device, self.dtype).matmul(*x.clone()),
+        }
+    }
+}
+
 /// `Σ a_i b_i` accumulated in `f64` over eight independent partial sums: a single running
 /// sum is bound by the latency of each addition, eight keep the adder busy.
 pub(crate) fn dot<T: HostFloat>(a: &[T], b: &[T]) -> f64 {

@@ -5,20 +5,18 @@
 //! triplets. As tensor operations every one of those steps is a separate kernel with its own
 //! autodiff node, and on the CPU backend that bookkeeping costs more than the arithmetic. So
 //! these losses read the (small, `[N, N]` or `[N, C]`) matrix once, compute the loss `L` and
-//! `G = ∂L/∂M` in `f64` on the host, and re-enter the graph as
-//!
-//! `loss = Σ (M ⊙ G) − Σ (detach(M) ⊙ G) + L`,
-//!
-//! whose value is `L` (the two sums are bit-identical) and whose gradient with respect to
-//! `M` is exactly `G`. The gradients are checked against PML's autograd by the reference
-//! cases and against finite differences by the unit tests.
+//! `G = ∂L/∂M` in `f64` on the host, and re-enter the graph as one autodiff node (see `attach`) whose value is `L` and whose backward pass hands `G` to
+//! `M`. The gradients are checked against PML's autograd by the reference cases and against
+//! finite differences by the unit tests.
 //!
 //! For Euclidean, cosine and dot-product distances the graph does not even build the distance
-//! matrix: it stops at the Gram matrix `S = x̂ x̂ᵀ` of the (normalised) embeddings, one matrix
-//! product, and the host maps `S` to the distance and `∂L/∂M` back to `∂L/∂S`.
+//! matrix: the host computes the Gram matrix `R = X Xᵀ` of the raw embeddings (see `gemm`),
+//! maps it to the normalised Gram matrix and the distance, and `∂L/∂M` back to `∂L/∂X`, which
+//! is attached at the embeddings themselves.
 
 use burn::tensor::Tensor;
 
+use crate::attach::attach_gradient;
 use crate::distance::Distance;
 use crate::ops::float1;
 use crate::reducer::Reducer;
@@ -30,23 +28,13 @@ pub(crate) struct HostLoss {
     pub tuples: usize,
 }
 
-/// Attaches a host-computed value and gradient to the graph through `t`, whose values
-/// `t_host` the caller already holds (see the module documentation): the result is
-/// `Σ (t ⊙ G) + (L - Σ (t_host ⊙ G))`. Its gradient with respect to `t` is exactly `G`; its
-/// value is `L` up to the rounding of the first sum in `t`'s dtype (exact in `f64`, about
-/// 1e-7 relative to `Σ|t G|` in `f32`).
-pub(crate) fn attach<const D: usize>(t: Tensor<D>, t_host: &[f64], grad: Vec<f64>, value: f64) -> Tensor<1> {
-    let device = t.device();
-    let dtype = t.dtype();
-    debug_assert_eq!(t_host.len(), grad.len());
-    let offset: f64 = t_host.iter().zip(&grad).map(|(a, b)| a * b).sum();
+/// Attaches a host-computed value `L` and gradient `G = ∂L/∂t` (row-major, `t`'s size) to the
+/// graph through `t`: the result has the value `L` and, under autodiff, the gradient `G` with
+/// respect to `t` (one node, see `attach`).
+pub(crate) fn attach<const D: usize>(t: Tensor<D>, grad: Vec<f64>, value: f64) -> Tensor<1> {
+    let (device, dtype) = (t.device(), t.dtype());
     let g: Tensor<D> = float1(grad, &device, dtype).reshape(t.dims());
-    (t * g).sum() + (value - offset)
-}
-
-/// Attaches a gradient only (no value), for a second leaf such as the margin loss's β.
-pub(crate) fn attach_grad_only(t: Tensor<1>, t_host: &[f64], grad: Vec<f64>) -> Tensor<1> {
-    attach(t, t_host, grad, 0.0)
+    attach_gradient(float1(vec![value], &device, dtype), t, g)
 }
 
 /// The weight of each element in `reducer(values)`, so that the reduced value is
@@ -290,12 +278,6 @@ pub(crate) fn normalize_product_backward(
         *vj = if bj.live { *vj / (bj.div * bj.div) } else { 0.0 };
     }
     (dr, u, v)
-}
-
-/// `Σ (t ⊙ g) + (value - offset)` for an untracked gradient tensor `g` whose inner product
-/// with `t`'s values, `offset`, the caller computed on the host (see [`attach`]).
-pub(crate) fn attach_tensor(t: Tensor<2>, g: Tensor<2>, value: f64, offset: f64) -> Tensor<1> {
-    (t * g).sum() + (value - offset)
 }
 
 #[cfg(test)]

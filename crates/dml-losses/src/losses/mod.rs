@@ -45,15 +45,14 @@ use burn::tensor::{DType, Device, Gradients, Tensor, TensorData};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+use crate::attach::{attach_gradient, attach_gradients};
 use crate::distance::Distance;
 use crate::error::LossError;
-use crate::gemm::is_cpu_device;
+use crate::gemm::{GramOperand, is_cpu_device};
 use crate::host::HostMatrix;
-use crate::host_grad::{
-    GramMap, HostLoss, Norm, attach, attach_grad_only, attach_tensor, normalize_product, normalize_product_backward,
-};
+use crate::host_grad::{GramMap, HostLoss, Norm, attach, normalize_product, normalize_product_backward};
 use crate::miners::{MineInput, Miner};
-use crate::ops::{float2, host, zero_like};
+use crate::ops::{float1, float2, host, zero_like};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::Tuples;
 
@@ -762,7 +761,8 @@ impl MetricLoss {
                 })
             });
             let (hl, beta_grad) = self.host_loss(&hm, labels, tuples.as_ref(), seed, matrix.dtype());
-            return Ok(self.attach_all(matrix, &hm.values, hl, beta_grad));
+            let grad = float2(hl.grad.clone(), [n, n], &matrix.device(), matrix.dtype());
+            return Ok(self.attach_all(matrix, grad, &hl, beta_grad));
         }
         let zero = zero_like(&matrix);
         let tuples = miner.map(|mi| {
@@ -833,7 +833,7 @@ impl MetricLoss {
         let values = host(mat.clone());
         let hl = c.host(&values, classes, sim, labels, tuples.as_ref(), &self.spec.reducer);
         Ok(LossOutput {
-            loss: attach(mat, &values, hl.grad, hl.value),
+            loss: attach(mat, hl.grad, hl.value),
             tuples: hl.tuples,
         })
     }
@@ -893,21 +893,20 @@ impl MetricLoss {
         let distance = &self.spec.distance;
         let sim = distance.is_similarity();
         let dtype = embeddings.dtype();
-        // Gram-based distances: the normalisation and both matrix products run outside the
-        // graph, which is re-entered at the embeddings themselves.
         // Gram-based distances: S = R / (n_i n_j) from the raw product R = X Xᵀ and its
-        // diagonal; neither the normalisation nor the distance enters the graph.
+        // diagonal; neither the normalisation, the distance nor either matrix product enters
+        // the graph, which is re-entered at the embeddings themselves.
         let gram = GramMap::for_distance(distance).map(|map| {
-            let xd = embeddings.clone().detach();
-            let raw = host(xd.clone().matmul(xd.clone().transpose()));
+            let operand = GramOperand::new(&embeddings);
+            let raw = operand.gram();
             let norms: Vec<Norm> = (0..n)
                 .map(|i| Norm::new(raw[i * n + i], distance.normalizes()))
                 .collect();
             let s_host = normalize_product(&raw, &norms, &norms);
-            (map, xd, raw, norms, s_host)
+            (map, operand, norms, s_host)
         });
         let (values, graph) = match &gram {
-            Some((map, _, _, _, s_host)) => (map.matrix(s_host, n), None),
+            Some((map, _, _, s_host)) => (map.matrix(s_host, n), None),
             None => {
                 let mat = distance.self_matrix(embeddings.clone());
                 (host(mat.clone()), Some(mat))
@@ -930,31 +929,19 @@ impl MetricLoss {
         };
         let (hl, beta_grad) = self.host_loss(&hm, labels, tuples.as_ref(), seed, dtype);
         match (graph, gram) {
-            (Some(mat), _) => Ok(self.attach_all(mat, &hm.values, hl, beta_grad)),
-            (None, Some((map, xd, raw, norms, s_host))) => {
-                // ∂L/∂X = (∂R + ∂Rᵀ + diag(u + v)) X: one matrix product. The value offset
-                // Σ X ⊙ ∂L/∂X equals Σ A ⊙ R, known on the host.
+            (Some(mat), _) => {
+                let grad = float2(hl.grad.clone(), [n, n], &mat.device(), dtype);
+                Ok(self.attach_all(mat, grad, &hl, beta_grad))
+            }
+            (None, Some((map, operand, norms, s_host))) => {
+                // ∂L/∂X = (∂R + ∂Rᵀ + diag(u + v)) X: one matrix product.
                 let g = map.chain(&s_host, &hl.grad, n);
                 let (dr, u, v) = normalize_product_backward(&g, &s_host, &norms, &norms);
                 let mut a: Vec<f64> = (0..n * n).map(|k| dr[k] + dr[(k % n) * n + k / n]).collect();
                 for i in 0..n {
                     a[i * n + i] += u[i] + v[i];
                 }
-                let offset: f64 = a.iter().zip(&raw).map(|(p, q)| p * q).sum();
-                let (device, dt) = (xd.device(), xd.dtype());
-                let gx = float2(a, [n, n], &device, dt).matmul(xd);
-                let mut loss = attach_tensor(embeddings, gx, hl.value, offset);
-                if let Some(b) = &self.beta
-                    && !beta_grad.is_empty()
-                {
-                    let beta = b.val().cast(dt);
-                    let beta_host = host(beta.clone());
-                    loss = loss + attach_grad_only(beta, &beta_host, beta_grad);
-                }
-                Ok(LossOutput {
-                    loss,
-                    tuples: hl.tuples,
-                })
+                Ok(self.attach_all(embeddings, operand.left_multiply(a), &hl, beta_grad))
             }
             (None, None) => unreachable!("either the Gram path or the graph matrix"),
         }
@@ -990,17 +977,18 @@ impl MetricLoss {
         }
     }
 
-    /// The graph-connected loss from a host value and gradient (plus β's gradient).
-    fn attach_all(&self, graph: Tensor<2>, graph_host: &[f64], hl: HostLoss, beta_grad: Vec<f64>) -> LossOutput {
-        let dtype = graph.dtype();
-        let mut loss = attach(graph, graph_host, hl.grad, hl.value);
-        if let Some(b) = &self.beta
-            && !beta_grad.is_empty()
-        {
-            let beta = b.val().cast(dtype);
-            let beta_host = host(beta.clone());
-            loss = loss + attach_grad_only(beta, &beta_host, beta_grad);
-        }
+    /// The loss value attached to `graph` with its gradient `grad` (same shape), and to β
+    /// with `beta_grad` when β is learnable.
+    fn attach_all(&self, graph: Tensor<2>, grad: Tensor<2>, hl: &HostLoss, beta_grad: Vec<f64>) -> LossOutput {
+        let (device, dtype) = (graph.device(), graph.dtype());
+        let value = float1(vec![hl.value], &device, dtype);
+        let loss = match &self.beta {
+            Some(b) if !beta_grad.is_empty() => {
+                let grad_beta = float1(beta_grad, &device, dtype);
+                attach_gradients(value, (graph, grad), (b.val().cast(dtype), grad_beta))
+            }
+            _ => attach_gradient(value, graph, grad),
+        };
         LossOutput {
             loss,
             tuples: hl.tuples,

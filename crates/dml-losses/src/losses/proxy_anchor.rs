@@ -182,7 +182,7 @@ impl ProxyAnchorGram<'_> {
         let value = Tensor::from_data(TensorData::new(vec![hl.value], [1]), (&device, dtype));
         let grad_x = gemm::tensor(gx, [n, d], &device, dtype);
         let grad_p = gemm::tensor(gp, [classes, d], &device, dtype);
-        let loss = attach_gradients(value, embeddings, grad_x, proxies, grad_p);
+        let loss = attach_gradients(value, (embeddings, grad_x), (proxies, grad_p));
         LossOutput {
             loss,
             tuples: hl.tuples,
@@ -214,7 +214,7 @@ impl ProxyAnchorGram<'_> {
         let grad_p = dr.transpose().matmul(xd) + pd * float2(v, [classes, 1], &device, dtype);
         let value = Tensor::from_data(TensorData::new(vec![hl.value], [1]), (&device, dtype));
         LossOutput {
-            loss: attach_gradients(value, embeddings, grad_x, proxies, grad_p),
+            loss: attach_gradients(value, (embeddings, grad_x), (proxies, grad_p)),
             tuples: hl.tuples,
         }
     }

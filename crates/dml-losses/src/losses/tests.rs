@@ -670,3 +670,44 @@ fn proxy_anchor_host_and_device_paths_agree() {
         }
     }
 }
+
+#[test]
+fn host_evaluated_losses_agree_in_f32_and_f64() {
+    // The f32 path multiplies through the AVX-512 kernel (where the CPU has it), the f64 path
+    // through the `gemm` crate: both must give the same loss and gradients up to f32 rounding.
+    let (n, d) = (24, 40);
+    let labels: Vec<u32> = (0..n as u32).map(|i| i % 5).collect();
+    let values = random(n * d, 17);
+    let miner = MinerConfig::default_for("multi_similarity").unwrap().init().unwrap();
+    let configs = [
+        "name = \"margin\"\nlearn_beta = true",
+        "name = \"multi_similarity\"",
+        "name = \"triplet_margin\"\nmargin = 0.2",
+        "name = \"proxy_anchor\"",
+        "name = \"multi_similarity\"\ndistance = { type = \"lp\" }",
+    ];
+    for text in configs {
+        let loss = toml::from_str::<LossConfig>(text)
+            .unwrap()
+            .init(5, d, &device())
+            .unwrap();
+        let run = |dtype: DType| {
+            let x = Tensor::from_data(TensorData::new(values.clone(), [n, d]), (&device(), dtype)).require_grad();
+            let out = loss.forward(x.clone(), &labels, Some(&miner), 3).unwrap();
+            let value = scalar(&out.loss.clone().cast(DType::F64));
+            let grads = out.loss.backward();
+            let gx: Vec<f64> = x.grad(&grads).unwrap().into_data().iter::<f64>().collect();
+            (value, gx)
+        };
+        let ((v64, g64), (v32, g32)) = (run(DType::F64), run(DType::F32));
+        assert!(
+            v64 > 0.0 && (v32 - v64).abs() < 1e-4 * v64.abs().max(1.0),
+            "{text}: {v32} vs {v64}"
+        );
+        let scale = g64.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        assert!(scale > 0.0, "{text}: zero gradient");
+        for (i, (a, b)) in g32.iter().zip(&g64).enumerate() {
+            assert!((a - b).abs() < 1e-4 * scale, "{text}: ∂L/∂x[{i}] {a} vs {b}");
+        }
+    }
+}
