@@ -3,14 +3,13 @@
 //! On the CPU backends a loss whose value and gradient are computed on the host (see
 //! `host_grad`) would otherwise round-trip through device tensors and three backend matrix
 //! products per step. Here the products run on the host copies directly: `f32` through the
-//! AVX-512 kernel of [`crate::sgemm`] where the CPU has it (about 2.5× the `gemm` crate's
+//! AVX-512 kernel of `dml_kernels::sgemm` where the CPU has it (about 2.5× the `gemm` crate's
 //! throughput on the development machine), everything else through the `gemm` crate (the
 //! build burn-flex uses). GPU devices keep their own matrix products.
 
-use burn::backend::DispatchDevice;
-
-use crate::sgemm::{self, View};
 use burn::tensor::{DType, Device, Element, Tensor, TensorData};
+use dml_kernels::sgemm::{self, View};
+use dml_models::runtime::is_cpu_device;
 
 /// A float type the host products run in: the embeddings' own precision (`f32`, or `f64` for
 /// the reference cases), so that the host path changes no rounding but the order of sums.
@@ -23,7 +22,12 @@ pub(crate) trait HostFloat:
     fn wide(self) -> f64;
     /// Narrowing from `f64` (rounds to nearest for `f32`).
     fn narrow(v: f64) -> Self;
-    /// Runs [`matmul`] through the AVX-512 kernel of [`crate::sgemm`] when this type and the CPU
+    /// The values of tensor data of this type.
+    fn values(data: TensorData) -> Vec<Self> {
+        data.try_into_vec::<Self>()
+            .expect("tensor data converted to the host float type reads back as that type")
+    }
+    /// Runs [`matmul`] through the AVX-512 kernel of `dml_kernels::sgemm` when this type and the CPU
     /// allow it; returns whether it did.
     #[allow(clippy::too_many_arguments)]
     fn fast_matmul(
@@ -47,6 +51,10 @@ impl HostFloat for f32 {
     }
     fn narrow(v: f64) -> Self {
         v as f32
+    }
+    fn values(data: TensorData) -> Vec<f32> {
+        // Without Burn's per-element validity check (see `dml_kernels::f32s_from_ne_bytes`).
+        dml_kernels::f32s_from_ne_bytes(data.as_bytes())
     }
     fn fast_matmul(
         c: &mut [f32],
@@ -82,19 +90,6 @@ impl HostFloat for f64 {
     }
 }
 
-/// Whether `device` computes on this machine's CPU (flex or ndarray, with or without
-/// autodiff), where host matrix products are as fast as the backend's and skip its tensors.
-pub(crate) fn is_cpu_device(device: &Device) -> bool {
-    fn cpu(device: &DispatchDevice) -> bool {
-        match device {
-            DispatchDevice::Flex(_) | DispatchDevice::NdArray(_) => true,
-            DispatchDevice::Autodiff(inner) => cpu(&inner.clone().inner()),
-            _ => false,
-        }
-    }
-    cpu(device.as_dispatch())
-}
-
 /// The values of a (detached) rank-2 tensor as a row-major host vector of `T`.
 pub(crate) fn read<T: HostFloat>(t: Tensor<2>) -> Vec<T> {
     let data = t.detach().into_data();
@@ -103,8 +98,7 @@ pub(crate) fn read<T: HostFloat>(t: Tensor<2>) -> Vec<T> {
     } else {
         data.convert::<T>()
     };
-    data.try_into_vec::<T>()
-        .expect("tensor data converted to the host float type reads back as that type")
+    T::values(data)
 }
 
 /// A `[rows, cols]` tensor of `values` on `device`, stored as `dtype` (converted when `T` is not
@@ -332,13 +326,5 @@ mod tests {
             .map(|(x, y)| (*x as f64 - y).abs())
             .fold(0.0, f64::max);
         assert!(worst < 1e-3, "largest error {worst}");
-    }
-
-    #[test]
-    #[allow(deprecated)]
-    fn cpu_devices_are_recognised() {
-        assert!(is_cpu_device(&Device::flex()));
-        assert!(is_cpu_device(&Device::flex().autodiff()));
-        assert!(is_cpu_device(&Device::ndarray().autodiff()));
     }
 }

@@ -20,7 +20,6 @@ mod losses;
 mod miners;
 mod ops;
 mod reducer;
-mod sgemm;
 mod tuples;
 
 pub use distance::Distance;

@@ -11,6 +11,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use crate::error::ModelError;
+use crate::host_conv::conv2d;
 
 /// The residual block type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -190,13 +191,13 @@ impl Block {
     /// `[B, C_in, H, W]` → `[B, C_out, H/stride, W/stride]`.
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let identity = match &self.downsample {
-            Some(d) => d.bn.forward(d.conv.forward(x.clone())),
+            Some(d) => d.bn.forward(conv2d(&d.conv, x.clone())),
             None => x.clone(),
         };
-        let mut out = relu(self.bn1.forward(self.conv1.forward(x)));
-        out = self.bn2.forward(self.conv2.forward(out));
+        let mut out = relu(self.bn1.forward(conv2d(&self.conv1, x)));
+        out = self.bn2.forward(conv2d(&self.conv2, out));
         if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            out = bn3.forward(conv3.forward(relu(out)));
+            out = bn3.forward(conv2d(conv3, relu(out)));
         }
         relu(out + identity)
     }
@@ -245,7 +246,9 @@ pub struct LoadReport {
 impl ResNet {
     /// The stem and the four stages: `[B, 3, H, W]` → [`FeatureMaps`].
     pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
-        let stem = self.maxpool.forward(relu(self.bn1.forward(self.conv1.forward(images))));
+        let stem = self
+            .maxpool
+            .forward(relu(self.bn1.forward(conv2d(&self.conv1, images))));
         let mut stages = vec![stem];
         for layer in [&self.layer1, &self.layer2, &self.layer3, &self.layer4] {
             let x = layer

@@ -1,4 +1,7 @@
-//! Process settings for training on the CPU backends.
+//! Process settings and device facts for training on the CPU backends.
+
+use burn::backend::DispatchDevice;
+use burn::tensor::Device;
 
 /// Keeps memory that a training step frees inside the process for the next step, instead of
 /// handing it back to the operating system.
@@ -27,5 +30,31 @@ pub fn retain_freed_memory() -> bool {
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {
         false
+    }
+}
+
+/// Whether `device` computes on this machine's CPU (flex or ndarray, with or without
+/// autodiff): there the host kernels of `dml_kernels` replace the backend's products.
+pub fn is_cpu_device(device: &Device) -> bool {
+    fn cpu(device: &DispatchDevice) -> bool {
+        match device {
+            DispatchDevice::Flex(_) | DispatchDevice::NdArray(_) => true,
+            DispatchDevice::Autodiff(inner) => cpu(&inner.clone().inner()),
+            _ => false,
+        }
+    }
+    cpu(device.as_dispatch())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(deprecated)]
+    fn cpu_devices_are_recognised() {
+        assert!(is_cpu_device(&Device::flex()));
+        assert!(is_cpu_device(&Device::flex().autodiff()));
+        assert!(is_cpu_device(&Device::ndarray().autodiff()));
     }
 }

@@ -8,6 +8,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use crate::error::ModelError;
+use crate::host_conv::conv2d;
 use crate::resnet::FeatureMaps;
 
 /// Four conv(3×3)-BN-ReLU stages; every stage after the first halves the resolution
@@ -106,7 +107,7 @@ impl SmallCnn {
             if s > 0 {
                 x = self.pool.forward(x);
             }
-            x = relu(stage.bn.forward(stage.conv.forward(x)));
+            x = relu(stage.bn.forward(conv2d(&stage.conv, x)));
             stages.push(x.clone());
         }
         FeatureMaps { stages }

@@ -48,13 +48,14 @@ use serde::{Deserialize, Serialize};
 use crate::attach::{attach_gradient, attach_gradients};
 use crate::distance::Distance;
 use crate::error::LossError;
-use crate::gemm::{GramOperand, is_cpu_device};
+use crate::gemm::GramOperand;
 use crate::host::HostMatrix;
 use crate::host_grad::{GramMap, HostLoss, Norm, attach, normalize_product, normalize_product_backward};
 use crate::miners::{MineInput, Miner};
 use crate::ops::{float1, float2, host, zero_like};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::Tuples;
+use dml_models::runtime::is_cpu_device;
 
 /// A loss as configured in TOML (`[loss] name = "margin" margin = 0.2 beta = 1.2`).
 ///

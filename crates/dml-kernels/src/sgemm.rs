@@ -1,4 +1,4 @@
-//! An AVX-512 single-precision matrix product for the host-evaluated losses.
+//! An AVX-512 single-precision matrix product for the host-evaluated losses and convolutions.
 //!
 //! The `gemm` crate's AVX-512 micro-kernels, as compiled in this workspace, spill their
 //! accumulators to the stack: on this machine they reach about 25 of the 100 GMAC/s one core
@@ -20,9 +20,12 @@ const KC: usize = 192;
 
 /// A strided read-only view: element `(i, j)` is `data[i * rs + j * cs]`.
 #[derive(Clone, Copy)]
-pub(crate) struct View<'a> {
+pub struct View<'a> {
+    /// The values.
     pub data: &'a [f32],
+    /// Row stride.
     pub rs: usize,
+    /// Column stride.
     pub cs: usize,
 }
 
@@ -39,7 +42,7 @@ impl View<'_> {
 }
 
 /// Whether the running CPU can execute this kernel.
-pub(crate) fn available() -> bool {
+pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
@@ -51,12 +54,12 @@ pub(crate) fn available() -> bool {
 }
 
 /// `c = a · b` (or `c += a · b` with `accumulate`) for a row-major `c` `[m, n]` with row stride
-/// `n`; `a` is `[m, k]` and `b` `[k, n]`. With `parallel` the product is split in two halves
-/// (by columns when there are enough, else by rows) that run on two threads.
+/// `n`; `a` is `[m, k]` and `b` `[k, n]`. With `parallel` the product is split into one part per
+/// rayon thread (by column panels when there are enough, else by row panels).
 ///
 /// # Panics
 /// When a view or `c` is too short for its shape, or when [`available`] is false.
-pub(crate) fn sgemm(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accumulate: bool, parallel: bool) {
+pub fn sgemm(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accumulate: bool, parallel: bool) {
     assert!(available(), "sgemm needs AVX-512F");
     assert!(
         c.len() >= m * n && a.covers(m, k) && b.covers(k, n),
@@ -76,15 +79,25 @@ pub(crate) fn sgemm(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accu
         // SAFETY: the two halves below write disjoint blocks of `c`, which is `[m, n]`.
         unsafe { block(out, n, rows, cols, k, &a, &b, accumulate) }
     };
-    if !parallel {
+    let threads = if parallel { rayon::current_num_threads() } else { 1 };
+    let (col_panels, row_panels) = (n.div_ceil(NR), m.div_ceil(MR));
+    if threads <= 1 || (col_panels < 2 && row_panels < 2) {
         tile((0, m), (0, n));
-    } else if n >= 2 * NR {
-        // Whole panels per half, so that neither half packs a partial panel it need not.
-        let mid = n.div_ceil(NR).div_ceil(2) * NR;
-        rayon::join(|| tile((0, m), (0, mid)), || tile((0, m), (mid, n)));
+    } else if col_panels >= 2 * threads || col_panels >= row_panels {
+        // Whole panels per part, so that no part packs a partial panel it need not.
+        let parts = threads.min(col_panels);
+        let bound = |p: usize| (col_panels * p / parts * NR).min(n);
+        use rayon::prelude::*;
+        (0..parts)
+            .into_par_iter()
+            .for_each(|p| tile((0, m), (bound(p), bound(p + 1))));
     } else {
-        let mid = (m.div_ceil(MR).div_ceil(2) * MR).min(m);
-        rayon::join(|| tile((0, mid), (0, n)), || tile((mid, m), (0, n)));
+        let parts = threads.min(row_panels);
+        let bound = |p: usize| (row_panels * p / parts * MR).min(m);
+        use rayon::prelude::*;
+        (0..parts)
+            .into_par_iter()
+            .for_each(|p| tile((bound(p), bound(p + 1)), (0, n)));
     }
 }
 

@@ -1,0 +1,609 @@
+//! 2-D convolution on the host (NCHW, `f32`) as one matrix product per pass.
+//!
+//! With `K = C·kh·kw` and `N = B·Ho·Wo`, the input is unfolded into columns `X̃ [K, N]` (im2col,
+//! the whole batch at once, so that even the 3 × 3 maps of the last stage give wide products)
+//! and
+//!
+//! * forward: `Y [O, N] = W [O, K] · X̃`,
+//! * weight gradient: `∂W = ∂Y [O, N] · X̃ᵀ`,
+//! * input gradient: `∂X̃ = Wᵀ · ∂Y`, folded back onto the input (col2im, a sum over the
+//!   positions each input pixel was copied to),
+//! * bias gradient: `∂b_o = Σ_n ∂Y[o, n]`.
+//!
+//! Every product goes through [`crate::sgemm`]; the unfolding, folding and layout changes are
+//! parallel over channels.
+
+use rayon::prelude::*;
+
+use crate::sgemm::{self, View};
+
+/// Products with at least this many multiply-adds are spread over all threads.
+const PARALLEL_MACS: usize = 1 << 22;
+
+/// The geometry of one convolution: input `[batch, channels, height, width]`, weight
+/// `[out_channels, channels, kernel[0], kernel[1]]`, and per spatial axis the stride and the
+/// padding before and after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dShape {
+    /// B.
+    pub batch: usize,
+    /// C.
+    pub channels: usize,
+    /// H.
+    pub height: usize,
+    /// W.
+    pub width: usize,
+    /// O.
+    pub out_channels: usize,
+    /// `[kh, kw]`.
+    pub kernel: [usize; 2],
+    /// `[sh, sw]`.
+    pub stride: [usize; 2],
+    /// `[(top, bottom), (left, right)]`.
+    pub padding: [(usize, usize); 2],
+}
+
+impl Conv2dShape {
+    /// `[Ho, Wo]`, or an error naming the axis when the kernel does not fit the padded input
+    /// or a stride or kernel size is zero.
+    pub fn output_size(&self) -> Result<[usize; 2], String> {
+        let sizes = [self.height, self.width];
+        let mut out = [0; 2];
+        for axis in 0..2 {
+            let (before, after) = self.padding[axis];
+            let padded = sizes[axis] + before + after;
+            if self.stride[axis] == 0 || self.kernel[axis] == 0 {
+                return Err(format!(
+                    "convolution axis {axis}: stride and kernel size must be positive"
+                ));
+            }
+            if self.kernel[axis] > padded {
+                return Err(format!(
+                    "convolution axis {axis}: kernel {} is larger than the padded input {padded}",
+                    self.kernel[axis]
+                ));
+            }
+            out[axis] = (padded - self.kernel[axis]) / self.stride[axis] + 1;
+        }
+        Ok(out)
+    }
+
+    /// Rows of the unfolded input, `K = C·kh·kw`.
+    fn depth(&self) -> usize {
+        self.channels * self.kernel[0] * self.kernel[1]
+    }
+
+    /// `Ho·Wo` (the shape must have been checked by [`Self::output_size`]).
+    fn out_plane(&self) -> usize {
+        let [ho, wo] = self.output_size().expect("a checked convolution shape");
+        ho * wo
+    }
+
+    fn input_len(&self) -> usize {
+        self.batch * self.channels * self.height * self.width
+    }
+
+    fn weight_len(&self) -> usize {
+        self.out_channels * self.depth()
+    }
+
+    fn output_len(&self) -> usize {
+        self.batch * self.out_channels * self.out_plane()
+    }
+
+    /// Checks the geometry and the lengths of the given buffers.
+    fn check(&self, x: usize, w: usize, dy: Option<usize>) -> Result<(), String> {
+        self.output_size()?;
+        if x != self.input_len() || w != self.weight_len() || dy.is_some_and(|d| d != self.output_len()) {
+            return Err(format!(
+                "convolution {self:?}: buffers of {x} input, {w} weight and {dy:?} output-gradient values \
+                 do not match (expected {}, {} and {})",
+                self.input_len(),
+                self.weight_len(),
+                self.output_len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Writes the input unfolded to `[K, N]` into `cols`: row `(c, i, j)`, column `(b, y, x)` holds
+/// `input[b, c, y·sh + i − top, x·sw + j − left]`, or 0 in the padding. Every entry is written,
+/// so `cols` may hold anything before.
+fn im2col(s: &Conv2dShape, input: &[f32], cols: &mut [f32]) {
+    let [ho, wo] = s.output_size().expect("a checked convolution shape");
+    let [kh, kw] = s.kernel;
+    let n = s.batch * ho * wo;
+    let plane = s.height * s.width;
+    cols.par_chunks_mut(n).enumerate().for_each(|(row, out)| {
+        let (c, i, j) = (row / (kh * kw), row / kw % kh, row % kw);
+        for b in 0..s.batch {
+            let src = &input[(b * s.channels + c) * plane..][..plane];
+            let dst = &mut out[b * ho * wo..][..ho * wo];
+            for y in 0..ho {
+                // Input row of this output row, if it is not padding.
+                let iy = (y * s.stride[0] + i) as isize - s.padding[0].0 as isize;
+                let line = &mut dst[y * wo..][..wo];
+                if iy < 0 || iy >= s.height as isize {
+                    line.fill(0.0);
+                    continue;
+                }
+                let src_row = &src[iy as usize * s.width..][..s.width];
+                let offset = j as isize - s.padding[1].0 as isize;
+                let (x0, x1) = valid_range(wo, s.stride[1], offset, s.width);
+                line[..x0].fill(0.0);
+                line[x1..].fill(0.0);
+                let start = (x0 as isize * s.stride[1] as isize + offset) as usize;
+                if s.stride[1] == 1 {
+                    line[x0..x1].copy_from_slice(&src_row[start..start + (x1 - x0)]);
+                } else {
+                    for (v, &e) in line[x0..x1]
+                        .iter_mut()
+                        .zip(src_row[start..].iter().step_by(s.stride[1]))
+                    {
+                        *v = e;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The adjoint of [`im2col`]: `∂input[b, c, y, x] = Σ` of the unfolded gradient over every
+/// `(i, j)` position the pixel was copied to.
+fn col2im(s: &Conv2dShape, cols: &[f32]) -> Vec<f32> {
+    let [ho, wo] = s.output_size().expect("a checked convolution shape");
+    let [kh, kw] = s.kernel;
+    let n = s.batch * ho * wo;
+    let plane = s.height * s.width;
+    // Channel-major first ([C, B, H, W]), so that every channel is one contiguous, disjoint
+    // slice for its thread; then reordered to NCHW.
+    with_scratch(s.channels * s.batch * plane, |by_channel| {
+        by_channel
+            .par_chunks_mut(s.batch * plane)
+            .enumerate()
+            .for_each(|(c, out)| {
+                out.fill(0.0);
+                for i in 0..kh {
+                    for j in 0..kw {
+                        let row = &cols[((c * kh + i) * kw + j) * n..][..n];
+                        for b in 0..s.batch {
+                            let dst = &mut out[b * plane..][..plane];
+                            let src = &row[b * ho * wo..][..ho * wo];
+                            for y in 0..ho {
+                                let iy = (y * s.stride[0] + i) as isize - s.padding[0].0 as isize;
+                                if iy < 0 || iy >= s.height as isize {
+                                    continue;
+                                }
+                                let dst_row = &mut dst[iy as usize * s.width..][..s.width];
+                                let line = &src[y * wo..][..wo];
+                                let offset = j as isize - s.padding[1].0 as isize;
+                                let (x0, x1) = valid_range(wo, s.stride[1], offset, s.width);
+                                let start = (x0 as isize * s.stride[1] as isize + offset) as usize;
+                                if s.stride[1] == 1 {
+                                    let dst = &mut dst_row[start..start + (x1 - x0)];
+                                    for (d, &g) in dst.iter_mut().zip(&line[x0..x1]) {
+                                        *d += g;
+                                    }
+                                } else {
+                                    let dst = dst_row[start..].iter_mut().step_by(s.stride[1]);
+                                    for (d, &g) in dst.zip(&line[x0..x1]) {
+                                        *d += g;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        swap_leading(by_channel, s.channels, s.batch, plane)
+    })
+}
+
+/// The output positions `x0..x1` (of `out_len`) whose input position `x·stride + offset` lies
+/// inside `0..in_len`; the others read padding.
+fn valid_range(out_len: usize, stride: usize, offset: isize, in_len: usize) -> (usize, usize) {
+    let stride = stride as isize;
+    // First x with x·stride + offset ≥ 0, and one past the last with x·stride + offset < in_len.
+    let x0 = if offset >= 0 {
+        0
+    } else {
+        (-offset + stride - 1) / stride
+    };
+    let last = in_len as isize - 1 - offset;
+    let x1 = if last < 0 { 0 } else { last / stride + 1 };
+    let x1 = (x1.max(0) as usize).min(out_len);
+    ((x0 as usize).min(x1), x1)
+}
+
+/// `[p, q, r] → [q, p, r]` for a contiguous `[p, q, r]` buffer, as a new vector.
+fn swap_leading(values: &[f32], p: usize, q: usize, r: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(values.len());
+    // The new vector is written straight into its spare capacity: zeroing it first would be a
+    // full extra pass over every activation.
+    out.spare_capacity_mut()[..values.len()]
+        .par_chunks_mut((p * r).max(1))
+        .enumerate()
+        .for_each(|(qi, dst)| {
+            for pi in 0..p {
+                dst[pi * r..][..r].write_copy_of_slice(&values[(pi * q + qi) * r..][..r]);
+            }
+        });
+    // SAFETY: the chunks cover all `q · p · r = values.len()` slots and every one was written.
+    unsafe { out.set_len(values.len()) };
+    out
+}
+
+thread_local! {
+    /// Work buffers of the calling thread, kept between calls so that the unfolded input (the
+    /// largest buffer of a training step) is neither re-allocated nor re-zeroed every time.
+    static SCRATCH: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on a work buffer of `len` values with arbitrary contents.
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    let out = f(&mut buf[..len]);
+    SCRATCH.with(|s| s.borrow_mut().push(buf));
+    out
+}
+
+/// `c [m, n] = a · b` through [`sgemm`], parallel when large.
+fn product(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View) {
+    sgemm::sgemm(c, [m, n, k], a, b, false, m * n * k >= PARALLEL_MACS);
+}
+
+/// Whether the host convolution can run on this CPU (it needs [`sgemm::available`]).
+pub fn available() -> bool {
+    sgemm::available()
+}
+
+/// The convolution of `input` `[B, C, H, W]` with `weight` `[O, C, kh, kw]` plus `bias` `[O]`:
+/// the output `[B, O, Ho, Wo]`, row-major.
+///
+/// # Errors
+/// When the geometry is invalid or a buffer does not match it.
+///
+/// # Panics
+/// When [`available`] is false.
+pub fn conv2d(s: &Conv2dShape, input: &[f32], weight: &[f32], bias: Option<&[f32]>) -> Result<Vec<f32>, String> {
+    s.check(input.len(), weight.len(), None)?;
+    if bias.is_some_and(|b| b.len() != s.out_channels) {
+        return Err(format!(
+            "convolution bias has {} values for {} output channels",
+            bias.map_or(0, <[f32]>::len),
+            s.out_channels
+        ));
+    }
+    let (k, hw, o) = (s.depth(), s.out_plane(), s.out_channels);
+    let n = s.batch * hw;
+    let mut out = with_scratch(k * n, |cols| {
+        im2col(s, input, cols);
+        with_scratch(o * n, |y| {
+            product(
+                y,
+                [o, n, k],
+                View {
+                    data: weight,
+                    rs: k,
+                    cs: 1,
+                },
+                View {
+                    data: cols,
+                    rs: n,
+                    cs: 1,
+                },
+            );
+            swap_leading(y, o, s.batch, hw)
+        })
+    });
+    // [O, B, HW] was reordered to [B, O, HW] above; the bias is added per plane.
+    if let Some(bias) = bias {
+        out.par_chunks_mut(hw).enumerate().for_each(|(row, plane)| {
+            let b = bias[row % o];
+            plane.iter_mut().for_each(|v| *v += b);
+        });
+    }
+    Ok(out)
+}
+
+/// The gradients of [`conv2d`] from the output gradient `grad` `[B, O, Ho, Wo]`:
+/// `(∂input, ∂weight, ∂bias)`, each computed only when asked for.
+pub struct Conv2dGrads {
+    /// `[B, C, H, W]`.
+    pub input: Option<Vec<f32>>,
+    /// `[O, C, kh, kw]`.
+    pub weight: Option<Vec<f32>>,
+    /// `[O]`.
+    pub bias: Option<Vec<f32>>,
+}
+
+/// Which gradients [`conv2d_backward`] computes.
+#[derive(Clone, Copy, Debug)]
+pub struct Wanted {
+    /// `∂input`.
+    pub input: bool,
+    /// `∂weight`.
+    pub weight: bool,
+    /// `∂bias`.
+    pub bias: bool,
+}
+
+/// The backward pass of [`conv2d`] (see the module documentation for the products).
+///
+/// # Errors
+/// When the geometry is invalid or a buffer does not match it.
+///
+/// # Panics
+/// When [`available`] is false.
+pub fn conv2d_backward(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    grad: &[f32],
+    wanted: Wanted,
+) -> Result<Conv2dGrads, String> {
+    s.check(input.len(), weight.len(), Some(grad.len()))?;
+    let (k, hw, o) = (s.depth(), s.out_plane(), s.out_channels);
+    let n = s.batch * hw;
+    // [B, O, HW] → [O, B, HW] = ∂Y as [O, N].
+    let dy = swap_leading(grad, s.batch, o, hw);
+    let dy_view = View {
+        data: &dy,
+        rs: n,
+        cs: 1,
+    };
+    let weight_grad = wanted.weight.then(|| {
+        with_scratch(k * n, |cols| {
+            im2col(s, input, cols);
+            let mut dw = vec![0.0f32; o * k];
+            product(
+                &mut dw,
+                [o, k, n],
+                dy_view,
+                View {
+                    data: cols,
+                    rs: 1,
+                    cs: n,
+                },
+            );
+            dw
+        })
+    });
+    let input_grad = wanted.input.then(|| {
+        with_scratch(k * n, |dcols| {
+            product(
+                dcols,
+                [k, n, o],
+                View {
+                    data: weight,
+                    rs: 1,
+                    cs: k,
+                },
+                dy_view,
+            );
+            col2im(s, dcols)
+        })
+    });
+    let bias_grad = wanted.bias.then(|| {
+        dy.par_chunks(n)
+            .map(|row| row.iter().map(|&v| v as f64).sum::<f64>() as f32)
+            .collect()
+    });
+    Ok(Conv2dGrads {
+        input: input_grad,
+        weight: weight_grad,
+        bias: bias_grad,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The convolution by its definition, in `f64`.
+    fn naive(s: &Conv2dShape, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64> {
+        let [ho, wo] = s.output_size().unwrap();
+        let [kh, kw] = s.kernel;
+        let mut out = vec![0.0; s.batch * s.out_channels * ho * wo];
+        for b in 0..s.batch {
+            for o in 0..s.out_channels {
+                for y in 0..ho {
+                    for xx in 0..wo {
+                        let mut acc = bias.map_or(0.0, |bb| bb[o] as f64);
+                        for c in 0..s.channels {
+                            for i in 0..kh {
+                                for j in 0..kw {
+                                    let iy = (y * s.stride[0] + i) as isize - s.padding[0].0 as isize;
+                                    let ix = (xx * s.stride[1] + j) as isize - s.padding[1].0 as isize;
+                                    if iy < 0 || ix < 0 || iy >= s.height as isize || ix >= s.width as isize {
+                                        continue;
+                                    }
+                                    let xv = x[((b * s.channels + c) * s.height + iy as usize) * s.width + ix as usize];
+                                    let wv = w[((o * s.channels + c) * kh + i) * kw + j];
+                                    acc += xv as f64 * wv as f64;
+                                }
+                            }
+                        }
+                        out[((b * s.out_channels + o) * ho + y) * wo + xx] = acc;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 500.0) / 400.0)
+            .collect()
+    }
+
+    fn shapes() -> Vec<Conv2dShape> {
+        let base = Conv2dShape {
+            batch: 3,
+            channels: 4,
+            height: 9,
+            width: 7,
+            out_channels: 5,
+            kernel: [3, 3],
+            stride: [1, 1],
+            padding: [(1, 1), (1, 1)],
+        };
+        vec![
+            base,
+            // Strided with asymmetric padding and a rectangular kernel.
+            Conv2dShape {
+                kernel: [3, 2],
+                stride: [2, 3],
+                padding: [(0, 2), (1, 0)],
+                ..base
+            },
+            // A 7 × 7 stem, stride 2, padding 3, and a 1 × 1 projection.
+            Conv2dShape {
+                height: 16,
+                width: 15,
+                kernel: [7, 7],
+                stride: [2, 2],
+                padding: [(3, 3), (3, 3)],
+                out_channels: 70,
+                ..base
+            },
+            Conv2dShape {
+                kernel: [1, 1],
+                stride: [2, 2],
+                padding: [(0, 0), (0, 0)],
+                ..base
+            },
+        ]
+    }
+
+    #[test]
+    fn forward_matches_the_definition() {
+        if !available() {
+            return;
+        }
+        for s in shapes() {
+            let x = values(s.batch * s.channels * s.height * s.width, 1);
+            let w = values(s.out_channels * s.channels * s.kernel[0] * s.kernel[1], 2);
+            let bias = values(s.out_channels, 3);
+            let got = conv2d(&s, &x, &w, Some(&bias)).unwrap();
+            let want = naive(&s, &x, &w, Some(&bias));
+            assert_eq!(got.len(), want.len());
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (*a as f64 - b).abs() < 1e-4 * (1.0 + b.abs()),
+                    "{s:?}: y[{i}] {a} vs {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn backward_is_the_adjoint_of_the_forward() {
+        // For L = Σ g ⊙ conv(x, w, b): ∂L/∂x, ∂L/∂w, ∂L/∂b must satisfy
+        // <∂L/∂x, δx> = L(x + δx) − L(x) (linear in x), and likewise for w and b.
+        if !available() {
+            return;
+        }
+        for s in shapes() {
+            let (nx, nw) = (
+                s.batch * s.channels * s.height * s.width,
+                s.out_channels * s.channels * s.kernel[0] * s.kernel[1],
+            );
+            let (x, w, bias) = (values(nx, 4), values(nw, 5), values(s.out_channels, 6));
+            let g = values(s.output_len(), 7);
+            let all = Wanted {
+                input: true,
+                weight: true,
+                bias: true,
+            };
+            let grads = conv2d_backward(&s, &x, &w, &g, all).unwrap();
+            let loss = |x: &[f32], w: &[f32], b: &[f32]| -> f64 {
+                naive(&s, x, w, Some(b))
+                    .iter()
+                    .zip(&g)
+                    .map(|(y, gg)| y * *gg as f64)
+                    .sum()
+            };
+            let base = loss(&x, &w, &bias);
+            let (dx, dw, db) = (values(nx, 8), values(nw, 9), values(s.out_channels, 10));
+            let shifted = |v: &[f32], d: &[f32]| -> Vec<f32> { v.iter().zip(d).map(|(a, b)| a + b).collect() };
+            let dot = |a: &[f32], b: &[f32]| -> f64 { a.iter().zip(b).map(|(p, q)| *p as f64 * *q as f64).sum() };
+            for (what, change, predicted) in [
+                (
+                    "input",
+                    loss(&shifted(&x, &dx), &w, &bias) - base,
+                    dot(grads.input.as_ref().unwrap(), &dx),
+                ),
+                (
+                    "weight",
+                    loss(&x, &shifted(&w, &dw), &bias) - base,
+                    dot(grads.weight.as_ref().unwrap(), &dw),
+                ),
+                (
+                    "bias",
+                    loss(&x, &w, &shifted(&bias, &db)) - base,
+                    dot(grads.bias.as_ref().unwrap(), &db),
+                ),
+            ] {
+                assert!(
+                    (change - predicted).abs() < 1e-3 * (1.0 + change.abs()),
+                    "{s:?} {what}: change {change} vs predicted {predicted}"
+                );
+            }
+            // Asking for less computes less, and the same values.
+            let only_w = conv2d_backward(
+                &s,
+                &x,
+                &w,
+                &g,
+                Wanted {
+                    input: false,
+                    weight: true,
+                    bias: false,
+                },
+            )
+            .unwrap();
+            assert!(only_w.input.is_none() && only_w.bias.is_none());
+            assert_eq!(only_w.weight, grads.weight);
+        }
+    }
+
+    #[test]
+    fn valid_ranges_are_exactly_the_in_bounds_positions() {
+        for out_len in 0..7 {
+            for stride in 1..4 {
+                for offset in -5isize..5 {
+                    for in_len in 0..8 {
+                        let inside: Vec<usize> = (0..out_len)
+                            .filter(|&x| (0..in_len as isize).contains(&(x as isize * stride as isize + offset)))
+                            .collect();
+                        let (x0, x1) = valid_range(out_len, stride, offset, in_len);
+                        let got: Vec<usize> = (x0..x1).collect();
+                        assert_eq!(got, inside, "out {out_len} stride {stride} offset {offset} in {in_len}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mismatched_buffers_and_geometry_are_errors() {
+        let s = shapes()[0];
+        assert!(
+            conv2d(&s, &[0.0; 3], &[0.0; 180], None)
+                .unwrap_err()
+                .contains("do not match")
+        );
+        let too_big = Conv2dShape {
+            kernel: [12, 3],
+            padding: [(0, 0), (0, 0)],
+            ..s
+        };
+        assert!(too_big.output_size().unwrap_err().contains("axis 0"));
+    }
+}

@@ -1,0 +1,259 @@
+//! The backbones' convolutions on CPU devices, through the host kernels of `dml_kernels::conv`.
+//!
+//! flex convolves through the `gemm` crate, one image at a time, and takes its weight gradient
+//! from narrow products (a profile of the small CNN's training step: about half the step in
+//! `gemm` micro-kernels running at a quarter of the core's peak). [`conv2d`] instead unfolds the
+//! whole batch and multiplies with the AVX-512 kernel of `dml_kernels`; under autodiff it is one
+//! node whose backward pass computes the input and weight gradients the same way. On GPUs, for
+//! other float types, on CPUs without AVX-512 and for grouped, dilated or "same"-padded
+//! convolutions, it is exactly `Conv2d::forward`.
+
+// NdArray is deprecated upstream but stays a selectable backend of this workspace.
+#![allow(deprecated)]
+
+use burn::backend::NdArray;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
+use burn::nn::PaddingConfig2d;
+use burn::nn::conv::Conv2d;
+use burn::tensor::{DType, Tensor, TensorData, try_read_sync};
+use dml_kernels::conv::{self as kernels, Conv2dShape, Wanted};
+
+use crate::runtime::is_cpu_device;
+
+/// The extension: a bias-free 2-D convolution computed on the host.
+#[backend_extension(Flex, NdArray, Cube, Autodiff)]
+pub(crate) trait HostConvOp: Backend {
+    /// `x` `[B, C, H, W]` convolved with `weight` `[O, C, kh, kw]` as `shape` describes:
+    /// `[B, O, Ho, Wo]`; differentiable with respect to both under autodiff.
+    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
+        let device = x.device();
+        let y = kernels::conv2d(&shape, &read::<Self>(x), &read::<Self>(weight), None)
+            .expect("the convolution geometry was checked before dispatch");
+        let [ho, wo] = shape.output_size().expect("a checked convolution shape");
+        let data = TensorData::new(y, [shape.batch, shape.out_channels, ho, wo]);
+        Self::float_from_data(data, &device)
+    }
+}
+
+impl HostConvOp for Flex {}
+impl HostConvOp for NdArray {}
+impl HostConvOp for Cube {}
+
+/// The values of a float tensor as `f32` on the host.
+fn read<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
+    let data = try_read_sync(B::float_into_data(t))
+        .expect("a CPU tensor reads synchronously")
+        .expect("a float tensor can be read");
+    let data = if data.dtype() == DType::F32 {
+        data
+    } else {
+        data.convert::<f32>()
+    };
+    dml_kernels::f32s_from_ne_bytes(data.as_bytes())
+}
+
+/// What the backward pass needs: both operands (device tensors, read again there) and the
+/// geometry.
+#[derive(Debug, Clone)]
+struct ConvState<B: Backend> {
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    shape: Conv2dShape,
+}
+
+#[derive(Debug)]
+struct HostConvBackward;
+
+impl<B: Backend> Backward<B, 2> for HostConvBackward {
+    type State = ConvState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let device = grad.device();
+        let [x_node, w_node] = ops.parents;
+        let state = ops.state;
+        let wanted = Wanted {
+            input: x_node.is_some(),
+            weight: w_node.is_some(),
+            bias: false,
+        };
+        let x_shape = [
+            state.shape.batch,
+            state.shape.channels,
+            state.shape.height,
+            state.shape.width,
+        ];
+        let w_shape = state.weight.shape();
+        let out = kernels::conv2d_backward(
+            &state.shape,
+            &read::<B>(state.x),
+            &read::<B>(state.weight),
+            &read::<B>(grad),
+            wanted,
+        )
+        .expect("the convolution geometry was checked in the forward pass");
+        if let (Some(node), Some(dx)) = (x_node, out.input) {
+            grads.register::<B>(node.id, B::float_from_data(TensorData::new(dx, x_shape), &device));
+        }
+        if let (Some(node), Some(dw)) = (w_node, out.weight) {
+            grads.register::<B>(node.id, B::float_from_data(TensorData::new(dw, w_shape), &device));
+        }
+    }
+}
+
+impl<B: Backend + HostConvOp, C: CheckpointStrategy> HostConvOp for Autodiff<B, C> {
+    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
+        let (xp, wp) = (x.primitive().clone(), weight.primitive().clone());
+        let out = B::host_conv2d(xp.clone(), wp.clone(), shape);
+        match HostConvBackward
+            .prepare::<C>([x.node(), weight.node()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                ConvState {
+                    x: xp,
+                    weight: wp,
+                    shape,
+                },
+                out,
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        }
+    }
+}
+
+/// `conv.forward(x)` for `x` `[B, C, H, W]`: through the host kernels on CPU devices in `f32`
+/// (groups 1, no dilation, explicit or no padding), otherwise through Burn's convolution.
+pub(crate) fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    match host_shape(conv, &x) {
+        Some(shape) => {
+            let weight = conv.weight.val();
+            let y = <Dispatch as HostConvOp>::host_conv2d(x.into_dispatch(), weight.into_dispatch(), shape);
+            let y: Tensor<4> = Tensor::from_dispatch(y);
+            match &conv.bias {
+                Some(b) => y + b.val().reshape([1, shape.out_channels, 1, 1]),
+                None => y,
+            }
+        }
+        None => conv.forward(x),
+    }
+}
+
+/// The host geometry of `conv` on `x`, when the host path applies. Anything it cannot check
+/// (a channel mismatch, a kernel larger than the input) goes to Burn, which reports it.
+fn host_shape(conv: &Conv2d, x: &Tensor<4>) -> Option<Conv2dShape> {
+    let [batch, channels, height, width] = x.dims();
+    let [out_channels, in_channels, kh, kw] = conv.weight.dims();
+    let padding = match conv.padding {
+        PaddingConfig2d::Valid => [(0, 0), (0, 0)],
+        PaddingConfig2d::Explicit(top, left, bottom, right) => [(top, bottom), (left, right)],
+        PaddingConfig2d::Same => return None,
+    };
+    let usable = is_cpu_device(&x.device())
+        && x.dtype() == DType::F32
+        && conv.weight.val().dtype() == DType::F32
+        && conv.groups == 1
+        && conv.dilation == [1, 1]
+        && in_channels == channels
+        && kernels::available();
+    let shape = Conv2dShape {
+        batch,
+        channels,
+        height,
+        width,
+        out_channels,
+        kernel: [kh, kw],
+        stride: conv.stride,
+        padding,
+    };
+    (usable && batch > 0 && shape.output_size().is_ok()).then_some(shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::nn::conv::Conv2dConfig;
+    use burn::tensor::{Device, Distribution};
+
+    use super::*;
+
+    fn close(a: Tensor<4>, b: Tensor<4>, what: &str) {
+        let (a, b): (Vec<f32>, Vec<f32>) = (a.into_data().to_vec().unwrap(), b.into_data().to_vec().unwrap());
+        assert_eq!(a.len(), b.len(), "{what}: sizes");
+        let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert!((p - q).abs() <= 1e-4 * scale, "{what}[{i}]: {p} vs {q}");
+        }
+    }
+
+    #[test]
+    fn host_convolution_and_its_gradients_match_burn() {
+        let device = Device::flex().autodiff();
+        let cases = [
+            ([3, 3], [1, 1], PaddingConfig2d::Explicit(1, 1, 1, 1), false),
+            ([3, 3], [2, 2], PaddingConfig2d::Explicit(1, 0, 2, 1), true),
+            ([7, 7], [2, 2], PaddingConfig2d::Explicit(3, 3, 3, 3), false),
+            ([1, 1], [2, 2], PaddingConfig2d::Valid, true),
+        ];
+        for (kernel, stride, padding, bias) in cases {
+            let label = format!("kernel {kernel:?} stride {stride:?} padding {padding:?} bias {bias}");
+            let conv = Conv2dConfig::new([3, 5], kernel)
+                .with_stride(stride)
+                .with_padding(padding.clone())
+                .with_bias(bias)
+                .init(&device);
+            let x0: Tensor<4> = Tensor::random([2, 3, 11, 10], Distribution::Normal(0.0, 1.0), &device);
+            assert!(host_shape(&conv, &x0).is_some(), "{label}: the host path applies");
+            let run = |host: bool| {
+                let x = x0.clone().detach().require_grad();
+                let y = if host {
+                    conv2d(&conv, x.clone())
+                } else {
+                    conv.forward(x.clone())
+                };
+                // A fixed, non-uniform output gradient.
+                let g = Tensor::<4>::ones(y.dims(), &device).cumsum(3) / 10.0;
+                let grads = (y.clone() * g).sum().backward();
+                let dx = x.grad(&grads).unwrap();
+                let dw = conv.weight.grad(&grads).unwrap();
+                let db = conv
+                    .bias
+                    .as_ref()
+                    .map(|b| b.grad(&grads).unwrap().reshape([1, 1, 1, 5]));
+                (y, dx, dw, db)
+            };
+            let (y, dx, dw, db) = run(true);
+            let (y0, dx0, dw0, db0) = run(false);
+            close(y, y0, &format!("{label}: output"));
+            close(dx, dx0, &format!("{label}: ∂x"));
+            close(dw, dw0, &format!("{label}: ∂w"));
+            if let (Some(a), Some(b)) = (db, db0) {
+                close(a, b, &format!("{label}: ∂b"));
+            }
+        }
+    }
+
+    #[test]
+    fn unsupported_convolutions_fall_back_to_burn() {
+        let device = Device::flex();
+        let x: Tensor<4> = Tensor::random([1, 4, 8, 8], Distribution::Default, &device);
+        let grouped = Conv2dConfig::new([4, 4], [3, 3]).with_groups(2).init(&device);
+        let dilated = Conv2dConfig::new([4, 4], [3, 3]).with_dilation([2, 2]).init(&device);
+        let same = Conv2dConfig::new([4, 4], [3, 3])
+            .with_padding(PaddingConfig2d::Same)
+            .init(&device);
+        for conv in [grouped, dilated, same] {
+            assert!(host_shape(&conv, &x).is_none());
+            close(conv2d(&conv, x.clone()), conv.forward(x.clone()), "fallback");
+        }
+        // f64 inputs too.
+        let conv = Conv2dConfig::new([4, 2], [3, 3]).init(&device);
+        let x64 = x.cast(DType::F64);
+        assert!(host_shape(&conv, &x64).is_none());
+    }
+}
