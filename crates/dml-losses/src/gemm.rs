@@ -53,8 +53,8 @@ impl HostFloat for f32 {
         v as f32
     }
     fn values(data: TensorData) -> Vec<f32> {
-        // Without Burn's per-element validity check (see `dml_kernels::f32s_from_ne_bytes`).
-        dml_kernels::f32s_from_ne_bytes(data.as_bytes())
+        // Without Burn's per-element validity check (see `dml_kernels::f32s_in_ne_bytes`).
+        dml_kernels::f32s_in_ne_bytes(data.as_bytes()).into_owned()
     }
     fn fast_matmul(
         c: &mut [f32],

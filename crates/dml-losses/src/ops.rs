@@ -144,9 +144,9 @@ pub(crate) fn host<const D: usize>(x: Tensor<D>) -> Vec<f64> {
     let data = x.detach().into_data();
     // Typed fast paths: the generic per-element iterator is several times slower.
     match data.dtype() {
-        DType::F32 => dml_kernels::f32s_from_ne_bytes(data.as_bytes())
-            .into_iter()
-            .map(f64::from)
+        DType::F32 => dml_kernels::f32s_in_ne_bytes(data.as_bytes())
+            .iter()
+            .map(|&v| f64::from(v))
             .collect(),
         DType::F64 => match data.as_slice::<f64>() {
             Ok(v) => v.to_vec(),

@@ -32,7 +32,8 @@ pub(crate) trait HostConvOp: Backend {
     /// `[B, O, Ho, Wo]`; differentiable with respect to both under autodiff.
     fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
         let device = x.device();
-        let y = kernels::conv2d(&shape, &read::<Self>(x), &read::<Self>(weight), None)
+        let (x, weight) = (read::<Self>(x), read::<Self>(weight));
+        let y = kernels::conv2d(&shape, &f32s(&x), &f32s(&weight), None)
             .expect("the convolution geometry was checked before dispatch");
         let [ho, wo] = shape.output_size().expect("a checked convolution shape");
         let data = TensorData::new(y, [shape.batch, shape.out_channels, ho, wo]);
@@ -44,17 +45,21 @@ impl HostConvOp for Flex {}
 impl HostConvOp for NdArray {}
 impl HostConvOp for Cube {}
 
-/// The values of a float tensor as `f32` on the host.
-fn read<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
+/// The values of a float tensor as `f32` tensor data on the host (see [`f32s`]).
+fn read<B: Backend>(t: FloatTensor<B>) -> TensorData {
     let data = try_read_sync(B::float_into_data(t))
         .expect("a CPU tensor reads synchronously")
         .expect("a float tensor can be read");
-    let data = if data.dtype() == DType::F32 {
+    if data.dtype() == DType::F32 {
         data
     } else {
         data.convert::<f32>()
-    };
-    dml_kernels::f32s_from_ne_bytes(data.as_bytes())
+    }
+}
+
+/// The `f32` values of data from [`read`], without a second copy.
+fn f32s(data: &TensorData) -> std::borrow::Cow<'_, [f32]> {
+    dml_kernels::f32s_in_ne_bytes(data.as_bytes())
 }
 
 /// What the backward pass needs: both operands (device tensors, read again there) and the
@@ -89,14 +94,9 @@ impl<B: Backend> Backward<B, 2> for HostConvBackward {
             state.shape.width,
         ];
         let w_shape = state.weight.shape();
-        let out = kernels::conv2d_backward(
-            &state.shape,
-            &read::<B>(state.x),
-            &read::<B>(state.weight),
-            &read::<B>(grad),
-            wanted,
-        )
-        .expect("the convolution geometry was checked in the forward pass");
+        let (x, weight, grad) = (read::<B>(state.x), read::<B>(state.weight), read::<B>(grad));
+        let out = kernels::conv2d_backward(&state.shape, &f32s(&x), &f32s(&weight), &f32s(&grad), wanted)
+            .expect("the convolution geometry was checked in the forward pass");
         if let (Some(node), Some(dx)) = (x_node, out.input) {
             grads.register::<B>(node.id, B::float_from_data(TensorData::new(dx, x_shape), &device));
         }
