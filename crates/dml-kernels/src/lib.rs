@@ -3,11 +3,14 @@
 //! Burn's flex backend multiplies through the `gemm` crate, whose AVX-512 micro-kernels, as
 //! built here, reach about a quarter of a core's peak. [`sgemm`] keeps its tile in registers and
 //! reaches about 65 GMAC/s per core on the development machine (2.5× as much); the
-//! host-evaluated losses and [`conv`] (the convolutions of the CNN backbones on flex) use it.
+//! host-evaluated losses and [`conv`] (the convolutions of the CNN backbones on flex) use it;
+//! [`norm`] is their batch normalisation.
 #![warn(missing_docs)]
 
 pub mod conv;
+pub mod norm;
 pub mod sgemm;
+mod shared;
 
 /// Native-endian `f32` values viewed in raw bytes (tensor data of dtype `f32`): borrowed when the
 /// bytes are 4-byte aligned (as the CPU backends allocate them), else copied.

@@ -10,6 +10,8 @@
 //! Layout: `C [m, n] (+)= A [m, k] · B [k, n]` where each operand is a strided view
 //! ([`View`]), so transposed operands need no copy beyond the packing every product does.
 
+use crate::shared::SharedOut;
+
 /// Rows of `C` per micro-tile.
 const MR: usize = 6;
 /// Columns of `C` per micro-tile: four 16-lane vectors.
@@ -74,7 +76,7 @@ pub fn sgemm(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accumulate:
         }
         return;
     }
-    let out = SharedOut(c.as_mut_ptr());
+    let out = SharedOut::new(c);
     let tile = |rows: (usize, usize), cols: (usize, usize)| {
         // SAFETY: the two halves below write disjoint blocks of `c`, which is `[m, n]`.
         unsafe { block(out, n, rows, cols, k, &a, &b, accumulate) }
@@ -153,24 +155,6 @@ unsafe fn block(
                 }
             }
         }
-    }
-}
-
-/// The output pointer, shared by tasks that write disjoint tiles.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-// SAFETY: every task writes only its own tiles (see `sgemm`).
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    /// The pointer `offset` values in.
-    ///
-    /// # Safety
-    /// `offset` must lie within the buffer the pointer came from.
-    unsafe fn at(self, offset: usize) -> *mut f32 {
-        // SAFETY: guaranteed by the caller.
-        unsafe { self.0.add(offset) }
     }
 }
 

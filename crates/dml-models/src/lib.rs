@@ -10,6 +10,7 @@
 
 mod error;
 mod head;
+mod host_bn;
 mod host_conv;
 mod model;
 mod resnet;

@@ -11,6 +11,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use crate::error::ModelError;
+use crate::host_bn::batch_norm;
 use crate::host_conv::conv2d;
 
 /// The residual block type.
@@ -191,13 +192,13 @@ impl Block {
     /// `[B, C_in, H, W]` → `[B, C_out, H/stride, W/stride]`.
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let identity = match &self.downsample {
-            Some(d) => d.bn.forward(conv2d(&d.conv, x.clone())),
+            Some(d) => batch_norm(&d.bn, conv2d(&d.conv, x.clone())),
             None => x.clone(),
         };
-        let mut out = relu(self.bn1.forward(conv2d(&self.conv1, x)));
-        out = self.bn2.forward(conv2d(&self.conv2, out));
+        let mut out = relu(batch_norm(&self.bn1, conv2d(&self.conv1, x)));
+        out = batch_norm(&self.bn2, conv2d(&self.conv2, out));
         if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            out = bn3.forward(conv2d(conv3, relu(out)));
+            out = batch_norm(bn3, conv2d(conv3, relu(out)));
         }
         relu(out + identity)
     }
@@ -248,7 +249,7 @@ impl ResNet {
     pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
         let stem = self
             .maxpool
-            .forward(relu(self.bn1.forward(conv2d(&self.conv1, images))));
+            .forward(relu(batch_norm(&self.bn1, conv2d(&self.conv1, images))));
         let mut stages = vec![stem];
         for layer in [&self.layer1, &self.layer2, &self.layer3, &self.layer4] {
             let x = layer

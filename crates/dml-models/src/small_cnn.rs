@@ -8,6 +8,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use crate::error::ModelError;
+use crate::host_bn::batch_norm;
 use crate::host_conv::conv2d;
 use crate::resnet::FeatureMaps;
 
@@ -107,7 +108,7 @@ impl SmallCnn {
             if s > 0 {
                 x = self.pool.forward(x);
             }
-            x = relu(stage.bn.forward(conv2d(&stage.conv, x)));
+            x = relu(batch_norm(&stage.bn, conv2d(&stage.conv, x)));
             stages.push(x.clone());
         }
         FeatureMaps { stages }
