@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use crate::shared::SharedOut;
+use crate::shared::{SharedOut, filled_vec};
 
 /// The output and the batch statistics of [`batch_norm_train`].
 pub struct BatchNormForward {
@@ -67,31 +67,32 @@ pub fn batch_norm_train(
     check(x.len(), shape, &[gamma.len(), beta.len()])?;
     let [batch, channels, plane] = shape;
     let count = (batch * plane).max(1) as f64;
-    let mut output = vec![0.0f32; x.len()];
-    let out = SharedOut::new(&mut output);
-    let stats: Vec<(f32, f32)> = (0..channels)
-        .into_par_iter()
-        .map(|c| {
-            let mean = runs(x, c, shape).flat_map(|r| r.iter()).map(|&v| v as f64).sum::<f64>() / count;
-            let variance = runs(x, c, shape)
-                .flat_map(|r| r.iter())
-                .map(|&v| (v as f64 - mean).powi(2))
-                .sum::<f64>()
-                / count;
-            let (mean, variance) = (mean as f32, variance as f32);
-            let scale = (gamma[c] as f64 * inv_std(variance, epsilon)) as f32;
-            let shift = beta[c] - mean * scale;
-            for b in 0..batch {
-                let start = (b * channels + c) * plane;
-                // SAFETY: channel c's runs are written by this task only, and lie inside `output`.
-                let dst = unsafe { out.slice(start, plane) };
-                for (d, &v) in dst.iter_mut().zip(&x[start..start + plane]) {
-                    *d = v * scale + shift;
+    let fill = |out: SharedOut| -> Vec<(f32, f32)> {
+        (0..channels)
+            .into_par_iter()
+            .map(|c| {
+                let mean = runs(x, c, shape).flat_map(|r| r.iter()).map(|&v| v as f64).sum::<f64>() / count;
+                let variance = runs(x, c, shape)
+                    .flat_map(|r| r.iter())
+                    .map(|&v| (v as f64 - mean).powi(2))
+                    .sum::<f64>()
+                    / count;
+                let (mean, variance) = (mean as f32, variance as f32);
+                let scale = (gamma[c] as f64 * inv_std(variance, epsilon)) as f32;
+                let shift = beta[c] - mean * scale;
+                for b in 0..batch {
+                    let start = (b * channels + c) * plane;
+                    let run = x[start..start + plane].iter().map(|&v| v * scale + shift);
+                    // SAFETY: channel c's runs are written by this task only.
+                    unsafe { out.write_run(start, run) };
                 }
-            }
-            (mean, variance)
-        })
-        .collect();
+                (mean, variance)
+            })
+            .collect()
+    };
+    // SAFETY: every channel task writes all `batch` runs of its channel, and the channels cover
+    // the whole output.
+    let (output, stats) = unsafe { filled_vec(x.len(), fill) };
     let (mean, variance) = stats.into_iter().unzip();
     Ok(BatchNormForward { output, mean, variance })
 }
@@ -115,37 +116,39 @@ pub fn batch_norm_train_backward(
     check(grad.len(), shape, &[])?;
     let [batch, channels, plane] = shape;
     let count = (batch * plane).max(1) as f64;
-    let mut input = vec![0.0f32; x.len()];
-    let out = SharedOut::new(&mut input);
-    let sums: Vec<(f32, f32)> = (0..channels)
-        .into_par_iter()
-        .map(|c| {
-            let (mu, inv) = (mean[c] as f64, inv_std(variance[c], epsilon));
-            let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
-            for (xr, gr) in runs(x, c, shape).zip(runs(grad, c, shape)) {
-                for (&v, &g) in xr.iter().zip(gr) {
-                    d_beta += g as f64;
-                    d_gamma += g as f64 * (v as f64 - mu) * inv;
+    let fill = |out: SharedOut| -> Vec<(f32, f32)> {
+        (0..channels)
+            .into_par_iter()
+            .map(|c| {
+                let (mu, inv) = (mean[c] as f64, inv_std(variance[c], epsilon));
+                let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
+                for (xr, gr) in runs(x, c, shape).zip(runs(grad, c, shape)) {
+                    for (&v, &g) in xr.iter().zip(gr) {
+                        d_beta += g as f64;
+                        d_gamma += g as f64 * (v as f64 - mu) * inv;
+                    }
                 }
-            }
-            let scale = gamma[c] as f64 * inv;
-            let (shift_b, shift_g) = (d_beta / count, d_gamma / count);
-            for b in 0..batch {
-                let start = (b * channels + c) * plane;
-                // SAFETY: channel c's runs are written by this task only, and lie inside `input`.
-                let dst = unsafe { out.slice(start, plane) };
-                for ((d, &v), &g) in dst
-                    .iter_mut()
-                    .zip(&x[start..start + plane])
-                    .zip(&grad[start..start + plane])
-                {
-                    let normalized = (v as f64 - mu) * inv;
-                    *d = (scale * (g as f64 - shift_b - normalized * shift_g)) as f32;
+                let scale = gamma[c] as f64 * inv;
+                let (shift_b, shift_g) = (d_beta / count, d_gamma / count);
+                for b in 0..batch {
+                    let start = (b * channels + c) * plane;
+                    let run = x[start..start + plane]
+                        .iter()
+                        .zip(&grad[start..start + plane])
+                        .map(|(&v, &g)| {
+                            let normalized = (v as f64 - mu) * inv;
+                            (scale * (g as f64 - shift_b - normalized * shift_g)) as f32
+                        });
+                    // SAFETY: channel c's runs are written by this task only.
+                    unsafe { out.write_run(start, run) };
                 }
-            }
-            (d_gamma as f32, d_beta as f32)
-        })
-        .collect();
+                (d_gamma as f32, d_beta as f32)
+            })
+            .collect()
+    };
+    // SAFETY: every channel task writes all `batch` runs of its channel, and the channels cover
+    // the whole gradient.
+    let (input, sums) = unsafe { filled_vec(x.len(), fill) };
     let (gamma_grad, beta_grad) = sums.into_iter().unzip();
     Ok(BatchNormGrads {
         input,

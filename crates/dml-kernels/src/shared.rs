@@ -31,19 +31,37 @@ impl SharedOut {
         unsafe { self.ptr.add(offset) }
     }
 
-    /// The elements `start..start + len`.
+    /// Writes `values` to the elements from `start` on, without reading or referencing them (so
+    /// the memory may be uninitialised).
     ///
     /// # Safety
-    /// No other live reference may overlap them, and the buffer must outlive the slice.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn slice(&self, start: usize, len: usize) -> &mut [f32] {
+    /// No other thread may touch those elements meanwhile; the buffer must outlive the call.
+    pub(crate) unsafe fn write_run(&self, start: usize, values: impl ExactSizeIterator<Item = f32>) {
         assert!(
-            start + len <= self.len,
-            "shared slice {start}..{} of {}",
-            start + len,
+            start + values.len() <= self.len,
+            "shared run {start}+{} of {}",
+            values.len(),
             self.len
         );
-        // SAFETY: in bounds (checked above); exclusive by the caller's guarantee.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+        for (i, v) in values.enumerate() {
+            // SAFETY: in bounds (checked above); exclusive by the caller's guarantee.
+            unsafe { self.ptr.add(start + i).write(v) };
+        }
     }
+}
+
+/// A new vector of `len` values written by `fill` through a shared handle (in parallel, without
+/// zeroing the memory first), with whatever `fill` returns.
+///
+/// # Safety
+/// `fill` must write every element `0..len` (through [`SharedOut::write_run`]) before it returns.
+pub(crate) unsafe fn filled_vec<R>(len: usize, fill: impl FnOnce(SharedOut) -> R) -> (Vec<f32>, R) {
+    let mut v: Vec<f32> = Vec::with_capacity(len);
+    let out = fill(SharedOut {
+        ptr: v.as_mut_ptr(),
+        len,
+    });
+    // SAFETY: the capacity is `len` and the caller guarantees every element was written.
+    unsafe { v.set_len(len) };
+    (v, out)
 }

@@ -21,9 +21,10 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
 use burn::nn::BatchNorm;
-use burn::tensor::{DType, Tensor, TensorData, try_read_sync};
+use burn::tensor::{DType, Tensor, TensorData};
 use dml_kernels::norm;
 
+use crate::host_data::HostRead;
 use crate::runtime::is_cpu_device;
 
 /// What the backward pass needs from the forward pass.
@@ -63,30 +64,24 @@ impl HostBnOp for Cube {}
 #[derive(Debug)]
 struct HostBnBackward;
 
-impl<B: Backend> Backward<B, 3> for HostBnBackward {
+impl<B: Backend + HostRead> Backward<B, 3> for HostBnBackward {
     type State = (Arc<BnSaved>, [usize; 4]);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         let grad = grads.consume::<B>(&ops.node);
         let device = grad.device();
         let (saved, dims) = ops.state;
-        let grad = try_read_sync(B::float_into_data(grad))
-            .expect("a CPU tensor reads synchronously")
-            .expect("a float tensor can be read");
-        let grad = if grad.dtype() == DType::F32 {
-            grad
-        } else {
-            grad.convert::<f32>()
-        };
-        let out = norm::batch_norm_train_backward(
-            &dml_kernels::f32s_in_ne_bytes(saved.x.as_bytes()),
-            saved.shape,
-            &saved.gamma,
-            &saved.mean,
-            &saved.variance,
-            saved.epsilon,
-            &dml_kernels::f32s_in_ne_bytes(grad.as_bytes()),
-        )
+        let out = B::with_f32s(grad, |g| {
+            norm::batch_norm_train_backward(
+                &dml_kernels::f32s_in_ne_bytes(saved.x.as_bytes()),
+                saved.shape,
+                &saved.gamma,
+                &saved.mean,
+                &saved.variance,
+                saved.epsilon,
+                g,
+            )
+        })
         .expect("the batch-norm shapes were checked in the forward pass");
         let channels = saved.shape[1];
         let [x_node, gamma_node, beta_node] = ops.parents;
@@ -102,7 +97,7 @@ impl<B: Backend> Backward<B, 3> for HostBnBackward {
     }
 }
 
-impl<B: Backend + HostBnOp, C: CheckpointStrategy> HostBnOp for Autodiff<B, C> {
+impl<B: Backend + HostBnOp + HostRead, C: CheckpointStrategy> HostBnOp for Autodiff<B, C> {
     fn attach_batch_norm(
         output: FloatTensor<Self>,
         x: FloatTensor<Self>,

@@ -20,9 +20,10 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2d;
-use burn::tensor::{DType, Tensor, TensorData, try_read_sync};
+use burn::tensor::{DType, Tensor, TensorData};
 use dml_kernels::conv::{self as kernels, Conv2dShape, Wanted};
 
+use crate::host_data::HostRead;
 use crate::runtime::is_cpu_device;
 
 /// The extension: a bias-free 2-D convolution computed on the host.
@@ -30,36 +31,34 @@ use crate::runtime::is_cpu_device;
 pub(crate) trait HostConvOp: Backend {
     /// `x` `[B, C, H, W]` convolved with `weight` `[O, C, kh, kw]` as `shape` describes:
     /// `[B, O, Ho, Wo]`; differentiable with respect to both under autodiff.
+    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self>;
+}
+
+impl HostConvOp for Flex {
     fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
-        let device = x.device();
-        let (x, weight) = (read::<Self>(x), read::<Self>(weight));
-        let y = kernels::conv2d(&shape, &f32s(&x), &f32s(&weight), None)
-            .expect("the convolution geometry was checked before dispatch");
-        let [ho, wo] = shape.output_size().expect("a checked convolution shape");
-        let data = TensorData::new(y, [shape.batch, shape.out_channels, ho, wo]);
-        Self::float_from_data(data, &device)
+        forward::<Self>(x, weight, shape)
     }
 }
 
-impl HostConvOp for Flex {}
-impl HostConvOp for NdArray {}
-impl HostConvOp for Cube {}
-
-/// The values of a float tensor as `f32` tensor data on the host (see [`f32s`]).
-fn read<B: Backend>(t: FloatTensor<B>) -> TensorData {
-    let data = try_read_sync(B::float_into_data(t))
-        .expect("a CPU tensor reads synchronously")
-        .expect("a float tensor can be read");
-    if data.dtype() == DType::F32 {
-        data
-    } else {
-        data.convert::<f32>()
+impl HostConvOp for NdArray {
+    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
+        forward::<Self>(x, weight, shape)
     }
 }
 
-/// The `f32` values of data from [`read`], without a second copy.
-fn f32s(data: &TensorData) -> std::borrow::Cow<'_, [f32]> {
-    dml_kernels::f32s_in_ne_bytes(data.as_bytes())
+impl HostConvOp for Cube {
+    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
+        forward::<Self>(x, weight, shape)
+    }
+}
+
+/// The convolution on the host, for any inner backend.
+fn forward<B: Backend + HostRead>(x: FloatTensor<B>, weight: FloatTensor<B>, shape: Conv2dShape) -> FloatTensor<B> {
+    let device = x.device();
+    let y = B::with_f32s(x, |xs| B::with_f32s(weight, |ws| kernels::conv2d(&shape, xs, ws, None)))
+        .expect("the convolution geometry was checked before dispatch");
+    let [ho, wo] = shape.output_size().expect("a checked convolution shape");
+    B::float_from_data(TensorData::new(y, [shape.batch, shape.out_channels, ho, wo]), &device)
 }
 
 /// What the backward pass needs: both operands (device tensors, read again there) and the
@@ -74,7 +73,7 @@ struct ConvState<B: Backend> {
 #[derive(Debug)]
 struct HostConvBackward;
 
-impl<B: Backend> Backward<B, 2> for HostConvBackward {
+impl<B: Backend + HostRead> Backward<B, 2> for HostConvBackward {
     type State = ConvState<B>;
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
@@ -94,9 +93,12 @@ impl<B: Backend> Backward<B, 2> for HostConvBackward {
             state.shape.width,
         ];
         let w_shape = state.weight.shape();
-        let (x, weight, grad) = (read::<B>(state.x), read::<B>(state.weight), read::<B>(grad));
-        let out = kernels::conv2d_backward(&state.shape, &f32s(&x), &f32s(&weight), &f32s(&grad), wanted)
-            .expect("the convolution geometry was checked in the forward pass");
+        let out = B::with_f32s(state.x, |x| {
+            B::with_f32s(state.weight, |w| {
+                B::with_f32s(grad, |g| kernels::conv2d_backward(&state.shape, x, w, g, wanted))
+            })
+        })
+        .expect("the convolution geometry was checked in the forward pass");
         if let (Some(node), Some(dx)) = (x_node, out.input) {
             grads.register::<B>(node.id, B::float_from_data(TensorData::new(dx, x_shape), &device));
         }
@@ -106,7 +108,7 @@ impl<B: Backend> Backward<B, 2> for HostConvBackward {
     }
 }
 
-impl<B: Backend + HostConvOp, C: CheckpointStrategy> HostConvOp for Autodiff<B, C> {
+impl<B: Backend + HostConvOp + HostRead, C: CheckpointStrategy> HostConvOp for Autodiff<B, C> {
     fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
         let (xp, wp) = (x.primitive().clone(), weight.primitive().clone());
         let out = B::host_conv2d(xp.clone(), wp.clone(), shape);

@@ -12,6 +12,7 @@ mod error;
 mod head;
 mod host_bn;
 mod host_conv;
+mod host_data;
 mod model;
 mod resnet;
 pub mod runtime;
