@@ -359,18 +359,26 @@ pub fn conv2d_backward(
     let weight_grad = wanted.weight.then(|| {
         with_scratch(k * n, |cols| {
             im2col(s, input, cols);
-            let mut dw = vec![0.0f32; o * k];
+            // ∂Wᵀ [K, O] = X̃ ∂Yᵀ rather than ∂W = ∂Y X̃ᵀ: both operands run along N, so one of
+            // them must be packed transposed, and ∂Y has fewer rows (O) than X̃ (K = C·kh·kw).
+            // The small [K, O] result is transposed afterwards.
+            let mut dwt = vec![0.0f32; k * o];
+            let cols = View {
+                data: cols,
+                rs: n,
+                cs: 1,
+            };
             product(
-                &mut dw,
-                [o, k, n],
-                dy_view,
+                &mut dwt,
+                [k, o, n],
+                cols,
                 View {
-                    data: cols,
+                    data: &dy,
                     rs: 1,
                     cs: n,
                 },
             );
-            dw
+            swap_leading(&dwt, k, o, 1)
         })
     });
     let input_grad = wanted.input.then(|| {
