@@ -1,12 +1,12 @@
 //! A loss value whose gradients were computed outside the graph, as one Burn operation.
 //!
-//! The host-evaluated losses know `L` and `∂L/∂X`, `∂L/∂Y` before the graph sees them. The
-//! surrogate of `host_grad` (`Σ X ⊙ G_X − const`) re-enters the graph with an element-wise
-//! product and a sum per input, and its backward pass multiplies once more: three passes over
-//! every `[N, D]` input for a gradient that is already known. [`attach_gradients`] instead
-//! registers one autodiff node with the inputs as parents whose backward pass hands `G_X` and
-//! `G_Y` (scaled by the incoming gradient) straight to them. Without autodiff it returns the
-//! value unchanged, on every backend.
+//! The host-evaluated losses know `L` and `∂L/∂X`, `∂L/∂Y` before the graph sees them. A
+//! surrogate such as `Σ X ⊙ G_X − const` would re-enter the graph with an element-wise product
+//! and a sum per input, and its backward pass would multiply once more: three passes over every
+//! `[N, D]` input for a gradient that is already known. [`attach_gradient`] and
+//! [`attach_gradients`] instead register one autodiff node with the inputs as parents, whose
+//! backward pass hands the known gradients (scaled by the incoming gradient) straight to them.
+//! Without autodiff they return the value unchanged, on every backend.
 
 // NdArray is deprecated upstream but stays a selectable backend of this workspace.
 #![allow(deprecated)]
