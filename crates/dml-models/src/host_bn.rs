@@ -5,13 +5,14 @@
 //! the activation to `[C, B·H·W]` for every reduction, forward and backward. [`batch_norm`]
 //! computes the output, the batch statistics and, under autodiff, the three gradients in one
 //! pass per channel, and updates the running statistics exactly as `BatchNorm::forward` does.
+//! The input is read in place on flex and kept as a tensor for the backward pass, not copied.
 //! Everywhere else (inference, frozen layers, GPUs, other float types) it is
 //! `BatchNorm::forward`.
 
 // NdArray is deprecated upstream but stays a selectable backend of this workspace.
 #![allow(deprecated)]
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use burn::backend::NdArray;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -27,63 +28,115 @@ use dml_kernels::norm;
 use crate::host_data::HostRead;
 use crate::runtime::is_cpu_device;
 
-/// What the backward pass needs from the forward pass.
+/// The batch statistics of one forward pass, filled in by the operation: the caller needs them
+/// for the running statistics and the backward pass for the gradients.
 #[derive(Debug)]
-pub(crate) struct BnSaved {
-    /// The input's values (`f32`).
-    x: TensorData,
+pub(crate) struct BnStats {
+    epsilon: f64,
     /// `[B, C, H·W]`.
     shape: [usize; 3],
-    gamma: Vec<f32>,
-    mean: Vec<f32>,
-    variance: Vec<f32>,
-    epsilon: f64,
+    /// γ, μ and the biased σ² on the host, once the forward pass ran.
+    values: OnceLock<(Vec<f32>, Vec<f32>, Vec<f32>)>,
 }
 
-/// The extension: `output` passes through; under autodiff it is differentiable with respect to
-/// `x`, `gamma` and `beta` through the saved forward pass.
-#[backend_extension(Flex, NdArray, Cube, Autodiff)]
-pub(crate) trait HostBnOp: Backend {
-    /// Returns `output` (the host batch norm of `x` with `gamma` and `beta`, see `saved`).
-    fn attach_batch_norm(
-        output: FloatTensor<Self>,
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        saved: Arc<BnSaved>,
-    ) -> FloatTensor<Self> {
-        let _ = (x, gamma, beta, saved);
-        output
+impl BnStats {
+    fn get(&self) -> &(Vec<f32>, Vec<f32>, Vec<f32>) {
+        self.values
+            .get()
+            .expect("the batch-norm forward pass recorded its statistics")
     }
 }
 
-impl HostBnOp for Flex {}
-impl HostBnOp for NdArray {}
-impl HostBnOp for Cube {}
+/// The extension: training-mode batch norm of `x` `[B, C, H, W]` with `gamma` and `beta`, on the
+/// host; differentiable with respect to all three under autodiff. The statistics are written
+/// to `stats`.
+#[backend_extension(Flex, NdArray, Cube, Autodiff)]
+pub(crate) trait HostBnOp: Backend {
+    /// The normalised output `[B, C, H, W]`.
+    fn host_batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        stats: Arc<BnStats>,
+    ) -> FloatTensor<Self>;
+}
+
+impl HostBnOp for Flex {
+    fn host_batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        stats: Arc<BnStats>,
+    ) -> FloatTensor<Self> {
+        forward::<Self>(x, gamma, beta, &stats)
+    }
+}
+
+impl HostBnOp for NdArray {
+    fn host_batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        stats: Arc<BnStats>,
+    ) -> FloatTensor<Self> {
+        forward::<Self>(x, gamma, beta, &stats)
+    }
+}
+
+impl HostBnOp for Cube {
+    fn host_batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        stats: Arc<BnStats>,
+    ) -> FloatTensor<Self> {
+        forward::<Self>(x, gamma, beta, &stats)
+    }
+}
+
+/// The forward pass on the host, for any inner backend: `x` is read in place where possible.
+fn forward<B: Backend + HostRead>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    stats: &BnStats,
+) -> FloatTensor<B> {
+    let device = x.device();
+    let dims = x.shape();
+    let gamma = B::with_f32s(gamma, <[f32]>::to_vec);
+    let beta = B::with_f32s(beta, <[f32]>::to_vec);
+    let out = B::with_f32s(x, |xs| {
+        norm::batch_norm_train(xs, stats.shape, &gamma, &beta, stats.epsilon)
+    })
+    .expect("the batch-norm shapes match by construction");
+    // A second forward pass with the same statistics object would be a bug of this module.
+    stats
+        .values
+        .set((gamma, out.mean, out.variance))
+        .expect("each batch-norm forward pass has its own statistics");
+    B::float_from_data(TensorData::new(out.output, dims), &device)
+}
 
 #[derive(Debug)]
 struct HostBnBackward;
 
 impl<B: Backend + HostRead> Backward<B, 3> for HostBnBackward {
-    type State = (Arc<BnSaved>, [usize; 4]);
+    /// The input (kept as a tensor, read in place again) and the statistics.
+    type State = (FloatTensor<B>, Arc<BnStats>);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         let grad = grads.consume::<B>(&ops.node);
         let device = grad.device();
-        let (saved, dims) = ops.state;
-        let out = B::with_f32s(grad, |g| {
-            norm::batch_norm_train_backward(
-                &dml_kernels::f32s_in_ne_bytes(saved.x.as_bytes()),
-                saved.shape,
-                &saved.gamma,
-                &saved.mean,
-                &saved.variance,
-                saved.epsilon,
-                g,
-            )
+        let (x, stats) = ops.state;
+        let dims = x.shape();
+        let (gamma, mean, variance) = stats.get();
+        let out = B::with_f32s(x, |xs| {
+            B::with_f32s(grad, |g| {
+                norm::batch_norm_train_backward(xs, stats.shape, gamma, mean, variance, stats.epsilon, g)
+            })
         })
         .expect("the batch-norm shapes were checked in the forward pass");
-        let channels = saved.shape[1];
+        let channels = stats.shape[1];
         let [x_node, gamma_node, beta_node] = ops.parents;
         for (node, values, shape) in [
             (x_node, out.input, dims.to_vec()),
@@ -98,21 +151,25 @@ impl<B: Backend + HostRead> Backward<B, 3> for HostBnBackward {
 }
 
 impl<B: Backend + HostBnOp + HostRead, C: CheckpointStrategy> HostBnOp for Autodiff<B, C> {
-    fn attach_batch_norm(
-        output: FloatTensor<Self>,
+    fn host_batch_norm(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
         beta: FloatTensor<Self>,
-        saved: Arc<BnSaved>,
+        stats: Arc<BnStats>,
     ) -> FloatTensor<Self> {
-        let dims: [usize; 4] = x.shape().dims::<4>();
-        let output = output.primitive().clone();
+        let xp = x.primitive().clone();
+        let output = B::host_batch_norm(
+            xp.clone(),
+            gamma.primitive().clone(),
+            beta.primitive().clone(),
+            stats.clone(),
+        );
         match HostBnBackward
             .prepare::<C>([x.node(), gamma.node(), beta.node()])
             .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(prep) => prep.finish((saved, dims), output),
+            OpsKind::Tracked(prep) => prep.finish((xp, stats), output),
             OpsKind::UnTracked(prep) => prep.finish(output),
         }
     }
@@ -132,52 +189,31 @@ pub(crate) fn batch_norm(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
         return bn.forward(x);
     }
     let [batch, channels, height, width] = x.dims();
-    let shape = [batch, channels, height * width];
-    let host =
-        |t: Tensor<1>| -> Vec<f32> { dml_kernels::f32s_in_ne_bytes(t.detach().into_data().as_bytes()).into_owned() };
-    let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
-    let (gamma_host, beta_host) = (host(gamma.clone()), host(beta.clone()));
-    let data = x.clone().detach().into_data();
-    let forward = norm::batch_norm_train(
-        &dml_kernels::f32s_in_ne_bytes(data.as_bytes()),
-        shape,
-        &gamma_host,
-        &beta_host,
-        bn.epsilon,
-    )
-    .expect("the batch-norm shapes match by construction");
+    let stats = Arc::new(BnStats {
+        epsilon: bn.epsilon,
+        shape: [batch, channels, height * width],
+        values: OnceLock::new(),
+    });
+    let out = <Dispatch as HostBnOp>::host_batch_norm(
+        x.into_dispatch(),
+        bn.gamma.val().into_dispatch(),
+        bn.beta.val().into_dispatch(),
+        stats.clone(),
+    );
     // The running statistics, exactly as `BatchNorm::forward` updates them (biased variance).
+    let (_, mean, variance) = stats.get();
     let stat = |values: &[f32]| Tensor::<1>::from_data(TensorData::new(values.to_vec(), [channels]), &device);
     let momentum = bn.momentum;
     let running_mean = bn.running_mean.value_sync().to_device(&device);
     let running_var = bn.running_var.value_sync().to_device(&device);
     let running_mean = running_mean
         .mul_scalar(1.0 - momentum)
-        .add(stat(&forward.mean).mul_scalar(momentum));
+        .add(stat(mean).mul_scalar(momentum));
     let running_var = running_var
         .mul_scalar(1.0 - momentum)
-        .add(stat(&forward.variance).mul_scalar(momentum));
+        .add(stat(variance).mul_scalar(momentum));
     bn.running_mean.update(running_mean.detach());
     bn.running_var.update(running_var.detach());
-    let output = Tensor::<4>::from_data(
-        TensorData::new(forward.output, [batch, channels, height, width]),
-        &device,
-    );
-    let saved = Arc::new(BnSaved {
-        x: data,
-        shape,
-        gamma: gamma_host,
-        mean: forward.mean,
-        variance: forward.variance,
-        epsilon: bn.epsilon,
-    });
-    let out = <Dispatch as HostBnOp>::attach_batch_norm(
-        output.into_dispatch(),
-        x.into_dispatch(),
-        gamma.into_dispatch(),
-        beta.into_dispatch(),
-        saved,
-    );
     Tensor::from_dispatch(out)
 }
 
