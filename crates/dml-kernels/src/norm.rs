@@ -48,6 +48,20 @@ fn runs(x: &[f32], c: usize, [batch, channels, plane]: [usize; 3]) -> impl Itera
     (0..batch).map(move |b| &x[(b * channels + c) * plane..][..plane])
 }
 
+/// `Σ_i f(a_i, b_i)` in `f64` over eight independent partial sums: one running sum is bound by
+/// the latency of each addition.
+fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(&x, &y)| f(x, y)).sum();
+    for (xa, xb) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += f(xa[k], xb[k]);
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
 /// `1/√(σ² + ε)`.
 fn inv_std(variance: f32, epsilon: f64) -> f64 {
     1.0 / (variance as f64 + epsilon).sqrt()
@@ -71,10 +85,9 @@ pub fn batch_norm_train(
         (0..channels)
             .into_par_iter()
             .map(|c| {
-                let mean = runs(x, c, shape).flat_map(|r| r.iter()).map(|&v| v as f64).sum::<f64>() / count;
+                let mean = runs(x, c, shape).map(|r| lane_sum(r, r, |v, _| v as f64)).sum::<f64>() / count;
                 let variance = runs(x, c, shape)
-                    .flat_map(|r| r.iter())
-                    .map(|&v| (v as f64 - mean).powi(2))
+                    .map(|r| lane_sum(r, r, |v, _| (v as f64 - mean).powi(2)))
                     .sum::<f64>()
                     / count;
                 let (mean, variance) = (mean as f32, variance as f32);
@@ -123,22 +136,19 @@ pub fn batch_norm_train_backward(
                 let (mu, inv) = (mean[c] as f64, inv_std(variance[c], epsilon));
                 let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
                 for (xr, gr) in runs(x, c, shape).zip(runs(grad, c, shape)) {
-                    for (&v, &g) in xr.iter().zip(gr) {
-                        d_beta += g as f64;
-                        d_gamma += g as f64 * (v as f64 - mu) * inv;
-                    }
+                    d_beta += lane_sum(gr, gr, |g, _| g as f64);
+                    d_gamma += lane_sum(xr, gr, |v, g| g as f64 * (v as f64 - mu)) * inv;
                 }
-                let scale = gamma[c] as f64 * inv;
-                let (shift_b, shift_g) = (d_beta / count, d_gamma / count);
+                // The per-element part in f32, as Burn's own batch norm computes it.
+                let scale = (gamma[c] as f64 * inv) as f32;
+                let (shift_b, shift_g) = ((d_beta / count) as f32, (d_gamma / count) as f32);
+                let (mu, inv) = (mu as f32, inv as f32);
                 for b in 0..batch {
                     let start = (b * channels + c) * plane;
                     let run = x[start..start + plane]
                         .iter()
                         .zip(&grad[start..start + plane])
-                        .map(|(&v, &g)| {
-                            let normalized = (v as f64 - mu) * inv;
-                            (scale * (g as f64 - shift_b - normalized * shift_g)) as f32
-                        });
+                        .map(|(&v, &g)| scale * (g - shift_b - (v - mu) * inv * shift_g));
                     // SAFETY: channel c's runs are written by this task only.
                     unsafe { out.write_run(start, run) };
                 }
