@@ -117,30 +117,31 @@ fn im2col(s: &Conv2dShape, input: &[f32], cols: &mut [f32]) {
     let plane = s.height * s.width;
     cols.par_chunks_mut(n).enumerate().for_each(|(row, out)| {
         let (c, i, j) = (row / (kh * kw), row / kw % kh, row % kw);
+        // The output rows and columns that read inside the input depend only on (i, j): every
+        // image of the batch shares them, and the inner loops run without bounds tests.
+        let (y_offset, x_offset) = (
+            i as isize - s.padding[0].0 as isize,
+            j as isize - s.padding[1].0 as isize,
+        );
+        let (y0, y1) = valid_range(ho, s.stride[0], y_offset, s.height);
+        let (x0, x1) = valid_range(wo, s.stride[1], x_offset, s.width);
+        let first_x = (x0 as isize * s.stride[1] as isize + x_offset) as usize;
         for b in 0..s.batch {
             let src = &input[(b * s.channels + c) * plane..][..plane];
             let dst = &mut out[b * ho * wo..][..ho * wo];
-            for y in 0..ho {
-                // Input row of this output row, if it is not padding.
-                let iy = (y * s.stride[0] + i) as isize - s.padding[0].0 as isize;
+            dst[..y0 * wo].fill(0.0);
+            dst[y1 * wo..].fill(0.0);
+            for y in y0..y1 {
+                let iy = (y as isize * s.stride[0] as isize + y_offset) as usize;
+                let src_row = &src[iy * s.width..][..s.width];
                 let line = &mut dst[y * wo..][..wo];
-                if iy < 0 || iy >= s.height as isize {
-                    line.fill(0.0);
-                    continue;
-                }
-                let src_row = &src[iy as usize * s.width..][..s.width];
-                let offset = j as isize - s.padding[1].0 as isize;
-                let (x0, x1) = valid_range(wo, s.stride[1], offset, s.width);
                 line[..x0].fill(0.0);
                 line[x1..].fill(0.0);
-                let start = (x0 as isize * s.stride[1] as isize + offset) as usize;
                 if s.stride[1] == 1 {
-                    line[x0..x1].copy_from_slice(&src_row[start..start + (x1 - x0)]);
+                    line[x0..x1].copy_from_slice(&src_row[first_x..first_x + (x1 - x0)]);
                 } else {
-                    for (v, &e) in line[x0..x1]
-                        .iter_mut()
-                        .zip(src_row[start..].iter().step_by(s.stride[1]))
-                    {
+                    let picked = src_row[first_x..].iter().step_by(s.stride[1]);
+                    for (v, &e) in line[x0..x1].iter_mut().zip(picked) {
                         *v = e;
                     }
                 }
@@ -167,27 +168,26 @@ fn col2im(s: &Conv2dShape, cols: &[f32]) -> Vec<f32> {
                 for i in 0..kh {
                     for j in 0..kw {
                         let row = &cols[((c * kh + i) * kw + j) * n..][..n];
+                        // As in `im2col`: the in-bounds rows and columns depend only on (i, j).
+                        let y_offset = i as isize - s.padding[0].0 as isize;
+                        let x_offset = j as isize - s.padding[1].0 as isize;
+                        let (y0, y1) = valid_range(ho, s.stride[0], y_offset, s.height);
+                        let (x0, x1) = valid_range(wo, s.stride[1], x_offset, s.width);
+                        let first_x = (x0 as isize * s.stride[1] as isize + x_offset) as usize;
                         for b in 0..s.batch {
                             let dst = &mut out[b * plane..][..plane];
                             let src = &row[b * ho * wo..][..ho * wo];
-                            for y in 0..ho {
-                                let iy = (y * s.stride[0] + i) as isize - s.padding[0].0 as isize;
-                                if iy < 0 || iy >= s.height as isize {
-                                    continue;
-                                }
-                                let dst_row = &mut dst[iy as usize * s.width..][..s.width];
-                                let line = &src[y * wo..][..wo];
-                                let offset = j as isize - s.padding[1].0 as isize;
-                                let (x0, x1) = valid_range(wo, s.stride[1], offset, s.width);
-                                let start = (x0 as isize * s.stride[1] as isize + offset) as usize;
+                            for y in y0..y1 {
+                                let iy = (y as isize * s.stride[0] as isize + y_offset) as usize;
+                                let dst_row = &mut dst[iy * s.width..][..s.width];
+                                let line = &src[y * wo + x0..y * wo + x1];
                                 if s.stride[1] == 1 {
-                                    let dst = &mut dst_row[start..start + (x1 - x0)];
-                                    for (d, &g) in dst.iter_mut().zip(&line[x0..x1]) {
+                                    for (d, &g) in dst_row[first_x..first_x + (x1 - x0)].iter_mut().zip(line) {
                                         *d += g;
                                     }
                                 } else {
-                                    let dst = dst_row[start..].iter_mut().step_by(s.stride[1]);
-                                    for (d, &g) in dst.zip(&line[x0..x1]) {
+                                    let picked = dst_row[first_x..].iter_mut().step_by(s.stride[1]);
+                                    for (d, &g) in picked.zip(line) {
                                         *d += g;
                                     }
                                 }
