@@ -126,11 +126,35 @@ fn im2col(s: &Conv2dShape, input: &[f32], cols: &mut [f32]) {
         let (y0, y1) = valid_range(ho, s.stride[0], y_offset, s.height);
         let (x0, x1) = valid_range(wo, s.stride[1], x_offset, s.width);
         let first_x = (x0 as isize * s.stride[1] as isize + x_offset) as usize;
+        // Stride 1 with as many output as input columns (a "same" convolution): output position
+        // d of the block reads input position d + shift, so the valid rows are one contiguous
+        // copy, after which only the padding columns are zeroed. Copying row by row instead
+        // costs a `memcpy` call per row of a few dozen values.
+        let same = s.stride == [1, 1] && wo == s.width;
+        let shift = y_offset * s.width as isize + x_offset;
         for b in 0..s.batch {
             let src = &input[(b * s.channels + c) * plane..][..plane];
             let dst = &mut out[b * ho * wo..][..ho * wo];
             dst[..y0 * wo].fill(0.0);
             dst[y1 * wo..].fill(0.0);
+            if same {
+                // The block's positions whose source lies inside the plane; the others are
+                // padding columns at the block's two ends, zeroed below with the rest.
+                let lo = ((y0 * wo) as isize).max(-shift) as usize;
+                let hi = ((y1 * wo) as isize).min(plane as isize - shift).max(lo as isize) as usize;
+                let from = (lo as isize + shift) as usize;
+                dst[lo..hi].copy_from_slice(&src[from..from + (hi - lo)]);
+                for y in y0..y1 {
+                    let line = &mut dst[y * wo..][..wo];
+                    for v in &mut line[..x0] {
+                        *v = 0.0;
+                    }
+                    for v in &mut line[x1..] {
+                        *v = 0.0;
+                    }
+                }
+                continue;
+            }
             for y in y0..y1 {
                 let iy = (y as isize * s.stride[0] as isize + y_offset) as usize;
                 let src_row = &src[iy * s.width..][..s.width];
@@ -468,6 +492,17 @@ mod tests {
         };
         vec![
             base,
+            // Stride 1 without padding (fewer output than input columns: the row-by-row path).
+            Conv2dShape {
+                padding: [(0, 0), (0, 0)],
+                ..base
+            },
+            // Stride 1, as many output as input columns, but padded on one side only (the block
+            // copy reads from up to two columns to the left).
+            Conv2dShape {
+                padding: [(2, 0), (2, 0)],
+                ..base
+            },
             // Strided with asymmetric padding and a rectangular kernel.
             Conv2dShape {
                 kernel: [3, 2],
