@@ -140,10 +140,14 @@ fn im2col(s: &Conv2dShape, input: &[f32], cols: &mut [f32]) {
             if same {
                 // The block's positions whose source lies inside the plane; the others are
                 // padding columns at the block's two ends, zeroed below with the rest.
-                let lo = ((y0 * wo) as isize).max(-shift) as usize;
-                let hi = ((y1 * wo) as isize).min(plane as isize - shift).max(lo as isize) as usize;
-                let from = (lo as isize + shift) as usize;
-                dst[lo..hi].copy_from_slice(&src[from..from + (hi - lo)]);
+                let (start, end) = ((y0 * wo) as isize, (y1 * wo) as isize);
+                let lo = start.max(-shift).min(end);
+                let hi = end.min(plane as isize - shift).max(lo);
+                if hi > lo {
+                    let from = (lo + shift) as usize;
+                    let (lo, hi) = (lo as usize, hi as usize);
+                    dst[lo..hi].copy_from_slice(&src[from..from + (hi - lo)]);
+                }
                 for y in y0..y1 {
                     let line = &mut dst[y * wo..][..wo];
                     for v in &mut line[..x0] {
@@ -501,6 +505,18 @@ mod tests {
             // copy reads from up to two columns to the left).
             Conv2dShape {
                 padding: [(2, 0), (2, 0)],
+                ..base
+            },
+            // Maps smaller than the kernel: 1 × 1 and 2 × 2 inputs of a padded 3 × 3 convolution,
+            // where whole kernel rows fall into the padding.
+            Conv2dShape {
+                height: 1,
+                width: 1,
+                ..base
+            },
+            Conv2dShape {
+                height: 2,
+                width: 2,
                 ..base
             },
             // Strided with asymmetric padding and a rectangular kernel.
