@@ -82,16 +82,7 @@ impl<B: Backend, const N: usize> Backward<B, N> for HostGradientBackward<N> {
 
 impl<B: Backend + HostGradientOp, C: CheckpointStrategy> HostGradientOp for Autodiff<B, C> {
     fn attach_gradient(value: FloatTensor<Self>, x: FloatTensor<Self>, grad_x: FloatTensor<Self>) -> FloatTensor<Self> {
-        let value = value.primitive().clone();
-        let state = vec![grad_x.primitive().clone()];
-        match HostGradientBackward::<1>
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(state, value),
-            OpsKind::UnTracked(prep) => prep.finish(value),
-        }
+        track::<B, C, 1>(value, [(x, grad_x)])
     }
 
     fn attach_gradients(
@@ -101,16 +92,25 @@ impl<B: Backend + HostGradientOp, C: CheckpointStrategy> HostGradientOp for Auto
         y: FloatTensor<Self>,
         grad_y: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let value = value.primitive().clone();
-        let state = vec![grad_x.primitive().clone(), grad_y.primitive().clone()];
-        match HostGradientBackward::<2>
-            .prepare::<C>([x.node(), y.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(state, value),
-            OpsKind::UnTracked(prep) => prep.finish(value),
-        }
+        track::<B, C, 2>(value, [(x, grad_x), (y, grad_y)])
+    }
+}
+
+/// A float tensor of the autodiff backend over `B`.
+type AdTensor<B, C> = FloatTensor<Autodiff<B, C>>;
+
+/// `value` as the output of one node whose parents are the inputs of the `(input, gradient)`
+/// pairs, carrying the gradients for its backward pass.
+fn track<B: Backend, C: CheckpointStrategy, const N: usize>(
+    value: AdTensor<B, C>,
+    inputs: [(AdTensor<B, C>, AdTensor<B, C>); N],
+) -> AdTensor<B, C> {
+    let value = value.primitive().clone();
+    let nodes = inputs.each_ref().map(|(x, _)| x.node());
+    let state = inputs.iter().map(|(_, g)| g.primitive().clone()).collect();
+    match HostGradientBackward::<N>.prepare::<C>(nodes).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish(state, value),
+        OpsKind::UnTracked(prep) => prep.finish(value),
     }
 }
 
