@@ -48,6 +48,41 @@ fn runs(x: &[f32], c: usize, [batch, channels, plane]: [usize; 3]) -> impl Itera
     (0..batch).map(move |b| &x[(b * channels + c) * plane..][..plane])
 }
 
+/// A new `[B, C, H·W]` buffer filled one channel per parallel task. `task(c)` returns channel
+/// `c`'s two per-channel results and a function giving the values of the run (one image's
+/// plane of channel `c`) that starts at a flat offset; returns the buffer and each result per
+/// channel.
+fn per_channel<G, I>(
+    [batch, channels, plane]: [usize; 3],
+    task: impl Fn(usize) -> ((f32, f32), G) + Sync,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>)
+where
+    G: Fn(usize) -> I,
+    I: ExactSizeIterator<Item = f32>,
+{
+    let fill = |out: SharedOut| -> Vec<(f32, f32)> {
+        (0..channels)
+            .into_par_iter()
+            .map(|c| {
+                let (results, run) = task(c);
+                for b in 0..batch {
+                    let start = (b * channels + c) * plane;
+                    let values = run(start);
+                    assert_eq!(values.len(), plane, "a batch-norm run covers one feature map");
+                    // SAFETY: channel c's runs are written by this task only.
+                    unsafe { out.write_run(start, values) };
+                }
+                results
+            })
+            .collect()
+    };
+    // SAFETY: every channel task writes all `batch` runs of its channel, each exactly `plane`
+    // values long (asserted), and the channels cover the whole buffer.
+    let (values, results) = unsafe { filled_vec(batch * channels * plane, fill) };
+    let (first, second) = results.into_iter().unzip();
+    (values, first, second)
+}
+
 /// `Σ_i f(a_i, b_i)` in `f64` over eight independent partial sums: one running sum is bound by
 /// the latency of each addition.
 fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
@@ -79,34 +114,20 @@ pub fn batch_norm_train(
     epsilon: f64,
 ) -> Result<BatchNormForward, String> {
     check(x.len(), shape, &[gamma.len(), beta.len()])?;
-    let [batch, channels, plane] = shape;
+    let [batch, _, plane] = shape;
     let count = (batch * plane).max(1) as f64;
-    let fill = |out: SharedOut| -> Vec<(f32, f32)> {
-        (0..channels)
-            .into_par_iter()
-            .map(|c| {
-                let mean = runs(x, c, shape).map(|r| lane_sum(r, r, |v, _| v as f64)).sum::<f64>() / count;
-                let variance = runs(x, c, shape)
-                    .map(|r| lane_sum(r, r, |v, _| (v as f64 - mean).powi(2)))
-                    .sum::<f64>()
-                    / count;
-                let (mean, variance) = (mean as f32, variance as f32);
-                let scale = (gamma[c] as f64 * inv_std(variance, epsilon)) as f32;
-                let shift = beta[c] - mean * scale;
-                for b in 0..batch {
-                    let start = (b * channels + c) * plane;
-                    let run = x[start..start + plane].iter().map(|&v| v * scale + shift);
-                    // SAFETY: channel c's runs are written by this task only.
-                    unsafe { out.write_run(start, run) };
-                }
-                (mean, variance)
-            })
-            .collect()
-    };
-    // SAFETY: every channel task writes all `batch` runs of its channel, and the channels cover
-    // the whole output.
-    let (output, stats) = unsafe { filled_vec(x.len(), fill) };
-    let (mean, variance) = stats.into_iter().unzip();
+    let (output, mean, variance) = per_channel(shape, |c| {
+        let mean = runs(x, c, shape).map(|r| lane_sum(r, r, |v, _| v as f64)).sum::<f64>() / count;
+        let variance = runs(x, c, shape)
+            .map(|r| lane_sum(r, r, |v, _| (v as f64 - mean).powi(2)))
+            .sum::<f64>()
+            / count;
+        let (mean, variance) = (mean as f32, variance as f32);
+        let scale = (gamma[c] as f64 * inv_std(variance, epsilon)) as f32;
+        let shift = beta[c] - mean * scale;
+        let run = move |start: usize| x[start..start + plane].iter().map(move |&v| v * scale + shift);
+        ((mean, variance), run)
+    });
     Ok(BatchNormForward { output, mean, variance })
 }
 
@@ -127,39 +148,27 @@ pub fn batch_norm_train_backward(
 ) -> Result<BatchNormGrads, String> {
     check(x.len(), shape, &[gamma.len(), mean.len(), variance.len()])?;
     check(grad.len(), shape, &[])?;
-    let [batch, channels, plane] = shape;
+    let [batch, _, plane] = shape;
     let count = (batch * plane).max(1) as f64;
-    let fill = |out: SharedOut| -> Vec<(f32, f32)> {
-        (0..channels)
-            .into_par_iter()
-            .map(|c| {
-                let (mu, inv) = (mean[c] as f64, inv_std(variance[c], epsilon));
-                let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
-                for (xr, gr) in runs(x, c, shape).zip(runs(grad, c, shape)) {
-                    d_beta += lane_sum(gr, gr, |g, _| g as f64);
-                    d_gamma += lane_sum(xr, gr, |v, g| g as f64 * (v as f64 - mu)) * inv;
-                }
-                // The per-element part in f32, as Burn's own batch norm computes it.
-                let scale = (gamma[c] as f64 * inv) as f32;
-                let (shift_b, shift_g) = ((d_beta / count) as f32, (d_gamma / count) as f32);
-                let (mu, inv) = (mu as f32, inv as f32);
-                for b in 0..batch {
-                    let start = (b * channels + c) * plane;
-                    let run = x[start..start + plane]
-                        .iter()
-                        .zip(&grad[start..start + plane])
-                        .map(|(&v, &g)| scale * (g - shift_b - (v - mu) * inv * shift_g));
-                    // SAFETY: channel c's runs are written by this task only.
-                    unsafe { out.write_run(start, run) };
-                }
-                (d_gamma as f32, d_beta as f32)
-            })
-            .collect()
-    };
-    // SAFETY: every channel task writes all `batch` runs of its channel, and the channels cover
-    // the whole gradient.
-    let (input, sums) = unsafe { filled_vec(x.len(), fill) };
-    let (gamma_grad, beta_grad) = sums.into_iter().unzip();
+    let (input, gamma_grad, beta_grad) = per_channel(shape, |c| {
+        let (mu, inv) = (mean[c] as f64, inv_std(variance[c], epsilon));
+        let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
+        for (xr, gr) in runs(x, c, shape).zip(runs(grad, c, shape)) {
+            d_beta += lane_sum(gr, gr, |g, _| g as f64);
+            d_gamma += lane_sum(xr, gr, |v, g| g as f64 * (v as f64 - mu)) * inv;
+        }
+        // The per-element part in f32, as Burn's own batch norm computes it.
+        let scale = (gamma[c] as f64 * inv) as f32;
+        let (shift_b, shift_g) = ((d_beta / count) as f32, (d_gamma / count) as f32);
+        let (mu, inv) = (mu as f32, inv as f32);
+        let run = move |start: usize| {
+            x[start..start + plane]
+                .iter()
+                .zip(&grad[start..start + plane])
+                .map(move |(&v, &g)| scale * (g - shift_b - (v - mu) * inv * shift_g))
+        };
+        ((d_gamma as f32, d_beta as f32), run)
+    });
     Ok(BatchNormGrads {
         input,
         gamma: gamma_grad,
