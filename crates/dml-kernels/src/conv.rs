@@ -17,9 +17,6 @@ use rayon::prelude::*;
 
 use crate::sgemm::{self, View};
 
-/// Products with at least this many multiply-adds are spread over all threads.
-const PARALLEL_MACS: usize = 1 << 22;
-
 /// The geometry of one convolution: input `[batch, channels, height, width]`, weight
 /// `[out_channels, channels, kernel[0], kernel[1]]`, and per spatial axis the stride and the
 /// padding before and after.
@@ -285,8 +282,8 @@ fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
 }
 
 /// `c [m, n] = a · b` through [`sgemm`], parallel when large.
-fn product(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View) {
-    sgemm::sgemm(c, [m, n, k], a, b, false, m * n * k >= PARALLEL_MACS);
+fn product(c: &mut [f32], mnk: [usize; 3], a: View, b: View) {
+    sgemm::sgemm(c, mnk, a, b, false, sgemm::worth_splitting(mnk));
 }
 
 /// Whether the host convolution can run on this CPU (it needs [`sgemm::available`]).

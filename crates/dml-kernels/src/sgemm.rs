@@ -43,6 +43,14 @@ impl View<'_> {
     }
 }
 
+/// Whether a `[m, k] × [k, n]` product is worth splitting over threads (the `parallel` argument
+/// of [`sgemm`]): from 2²⁵ multiply-adds on. Below that, waking a sleeping worker costs more
+/// than half the product (measured: `[180, 512] × [512, 100]` takes 0.22 ms on one thread and
+/// 0.35 ms split in two).
+pub fn worth_splitting([m, n, k]: [usize; 3]) -> bool {
+    m.saturating_mul(n).saturating_mul(k) >= 1 << 25
+}
+
 /// Whether the running CPU can execute this kernel.
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]

@@ -74,8 +74,14 @@ impl HostFloat for f32 {
             rs: if t { 1 } else { cols },
             cs: if t { rows } else { 1 },
         };
-        let parallel = m * n * k >= PARALLEL_MACS;
-        sgemm::sgemm(c, mnk, view(a, a_t, m, k), view(b, b_t, k, n), accumulate, parallel);
+        sgemm::sgemm(
+            c,
+            mnk,
+            view(a, a_t, m, k),
+            view(b, b_t, k, n),
+            accumulate,
+            sgemm::worth_splitting(mnk),
+        );
         true
     }
 }
@@ -194,11 +200,6 @@ pub(crate) fn dot<T: HostFloat>(a: &[T], b: &[T]) -> f64 {
     acc.iter().sum::<f64>() + tail
 }
 
-/// Products with at least this many multiply-adds are split over two threads. Below it, waking
-/// a sleeping worker costs more than half the product (measured with the AVX-512 kernel: a
-/// `[180, 512] × [512, 100]` product takes 0.22 ms on one thread and 0.35 ms split in two).
-const PARALLEL_MACS: usize = 1 << 25;
-
 /// `c = op(a) · op(b)`, or `c += op(a) · op(b)` with `accumulate`, for a row-major `c`
 /// `[m, n]`. `op(a)` is `[m, k]`: `a` is row-major `[m, k]`, or `[k, m]` when `a_t` (then its
 /// transpose is used). Likewise `op(b)` is `[k, n]`, stored `[n, k]` when `b_t`.
@@ -237,7 +238,7 @@ pub(crate) fn matmul<T: HostFloat>(
     // (row stride, column stride) of op(a) [m, k] and op(b) [k, n] in their row-major storage.
     let (a_rs, a_cs) = if a_t { (1, m) } else { (k, 1) };
     let (b_rs, b_cs) = if b_t { (1, k) } else { (n, 1) };
-    let parallelism = if m * n * k >= PARALLEL_MACS {
+    let parallelism = if sgemm::worth_splitting([m, n, k]) {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
@@ -313,8 +314,9 @@ mod tests {
 
     #[test]
     fn large_products_use_threads_and_agree_in_f32() {
-        // Above the parallel threshold: [200, 150] × [150, 300].
-        let (m, n, k) = (200, 300, 150);
+        // Above the parallel threshold: [400, 300] × [300, 300].
+        let (m, n, k) = (400, 300, 300);
+        assert!(dml_kernels::sgemm::worth_splitting([m, n, k]));
         let a: Vec<f32> = (0..m * k).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect();
         let b: Vec<f32> = (0..k * n).map(|i| ((i % 13) as f32 - 6.0) / 6.0).collect();
         let want = naive(m, n, k, |i, p| a[i * k + p] as f64, |p, j| b[p * n + j] as f64);
