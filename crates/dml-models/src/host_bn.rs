@@ -224,17 +224,10 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
-
-    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-        t.into_data().to_vec().unwrap()
-    }
+    use crate::host_data::test_support::{assert_close, values};
 
     fn close(a: &[f32], b: &[f32], what: &str) {
-        assert_eq!(a.len(), b.len(), "{what}: sizes");
-        let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
-        for (i, (p, q)) in a.iter().zip(b).enumerate() {
-            assert!((p - q).abs() <= 2e-4 * scale, "{what}[{i}]: {p} vs {q}");
-        }
+        assert_close(a, b, 2e-4, what);
     }
 
     #[test]

@@ -183,14 +183,10 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
+    use crate::host_data::test_support::{assert_close, values};
 
     fn close(a: Tensor<4>, b: Tensor<4>, what: &str) {
-        let (a, b): (Vec<f32>, Vec<f32>) = (a.into_data().to_vec().unwrap(), b.into_data().to_vec().unwrap());
-        assert_eq!(a.len(), b.len(), "{what}: sizes");
-        let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
-        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-            assert!((p - q).abs() <= 1e-4 * scale, "{what}[{i}]: {p} vs {q}");
-        }
+        assert_close(&values(a), &values(b), 1e-4, what);
     }
 
     #[test]
