@@ -66,12 +66,12 @@ impl Conv2dShape {
     }
 
     /// Rows of the unfolded input, `K = C·kh·kw`.
-    fn depth(&self) -> usize {
+    pub(crate) fn depth(&self) -> usize {
         self.channels * self.kernel[0] * self.kernel[1]
     }
 
     /// `Ho·Wo` (the shape must have been checked by [`Self::output_size`]).
-    fn out_plane(&self) -> usize {
+    pub(crate) fn out_plane(&self) -> usize {
         let [ho, wo] = self.output_size().expect("a checked convolution shape");
         ho * wo
     }
@@ -84,12 +84,12 @@ impl Conv2dShape {
         self.out_channels * self.depth()
     }
 
-    fn output_len(&self) -> usize {
+    pub(crate) fn output_len(&self) -> usize {
         self.batch * self.out_channels * self.out_plane()
     }
 
     /// Checks the geometry and the lengths of the given buffers.
-    fn check(&self, x: usize, w: usize, dy: Option<usize>) -> Result<(), String> {
+    pub(crate) fn check(&self, x: usize, w: usize, dy: Option<usize>) -> Result<(), String> {
         self.output_size()?;
         if x != self.input_len() || w != self.weight_len() || dy.is_some_and(|d| d != self.output_len()) {
             return Err(format!(
@@ -242,7 +242,7 @@ fn valid_range(out_len: usize, stride: usize, offset: isize, in_len: usize) -> (
 }
 
 /// `[p, q, r] → [q, p, r]` for a contiguous `[p, q, r]` buffer, as a new vector.
-fn swap_leading(values: &[f32], p: usize, q: usize, r: usize) -> Vec<f32> {
+pub(crate) fn swap_leading(values: &[f32], p: usize, q: usize, r: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(values.len());
     // The new vector is written straight into its spare capacity: zeroing it first would be a
     // full extra pass over every activation.
@@ -308,27 +308,10 @@ pub fn conv2d(s: &Conv2dShape, input: &[f32], weight: &[f32], bias: Option<&[f32
             s.out_channels
         ));
     }
-    let (k, hw, o) = (s.depth(), s.out_plane(), s.out_channels);
-    let n = s.batch * hw;
-    let mut out = with_scratch(k * n, |cols| {
-        im2col(s, input, cols);
-        with_scratch(o * n, |y| {
-            product(
-                y,
-                [o, n, k],
-                View {
-                    data: weight,
-                    rs: k,
-                    cs: 1,
-                },
-                View {
-                    data: cols,
-                    rs: n,
-                    cs: 1,
-                },
-            );
-            swap_leading(y, o, s.batch, hw)
-        })
+    let (hw, o) = (s.out_plane(), s.out_channels);
+    let mut out = with_scratch(o * s.batch * hw, |y| {
+        conv2d_channel_major(s, input, weight, y);
+        swap_leading(y, o, s.batch, hw)
     });
     // [O, B, HW] was reordered to [B, O, HW] above; the bias is added per plane.
     if let Some(bias) = bias {
@@ -338,6 +321,31 @@ pub fn conv2d(s: &Conv2dShape, input: &[f32], weight: &[f32], bias: Option<&[f32
         });
     }
     Ok(out)
+}
+
+/// The convolution without bias, written channel-major: `y` `[O, B·Ho·Wo]` (every entry is
+/// written). This is the layout the product yields; the fused convolution + batch norm reads it
+/// as is, one contiguous row per channel.
+pub(crate) fn conv2d_channel_major(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f32]) {
+    let (k, o) = (s.depth(), s.out_channels);
+    let n = s.batch * s.out_plane();
+    with_scratch(k * n, |cols| {
+        im2col(s, input, cols);
+        product(
+            &mut y[..o * n],
+            [o, n, k],
+            View {
+                data: weight,
+                rs: k,
+                cs: 1,
+            },
+            View {
+                data: cols,
+                rs: n,
+                cs: 1,
+            },
+        );
+    });
 }
 
 /// The gradients of [`conv2d`] from the output gradient `grad` `[B, O, Ho, Wo]`:
@@ -377,15 +385,23 @@ pub fn conv2d_backward(
     wanted: Wanted,
 ) -> Result<Conv2dGrads, String> {
     s.check(input.len(), weight.len(), Some(grad.len()))?;
-    let (k, hw, o) = (s.depth(), s.out_plane(), s.out_channels);
-    let n = s.batch * hw;
     // [B, O, HW] → [O, B, HW] = ∂Y as [O, N].
-    let dy = swap_leading(grad, s.batch, o, hw);
-    let dy_view = View {
-        data: &dy,
-        rs: n,
-        cs: 1,
-    };
+    let dy = swap_leading(grad, s.batch, s.out_channels, s.out_plane());
+    Ok(backward_channel_major(s, input, weight, &dy, wanted))
+}
+
+/// [`conv2d_backward`] from the output gradient laid out channel-major, `dy` `[O, B·Ho·Wo]`
+/// (the shapes must have been checked).
+pub(crate) fn backward_channel_major(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    wanted: Wanted,
+) -> Conv2dGrads {
+    let (k, o) = (s.depth(), s.out_channels);
+    let n = s.batch * s.out_plane();
+    let dy_view = View { data: dy, rs: n, cs: 1 };
     let weight_grad = wanted.weight.then(|| {
         with_scratch(k * n, |cols| {
             im2col(s, input, cols);
@@ -398,16 +414,7 @@ pub fn conv2d_backward(
                 rs: n,
                 cs: 1,
             };
-            product(
-                &mut dwt,
-                [k, o, n],
-                cols,
-                View {
-                    data: &dy,
-                    rs: 1,
-                    cs: n,
-                },
-            );
+            product(&mut dwt, [k, o, n], cols, View { data: dy, rs: 1, cs: n });
             swap_leading(&dwt, k, o, 1)
         })
     });
@@ -431,11 +438,11 @@ pub fn conv2d_backward(
             .map(|row| row.iter().map(|&v| v as f64).sum::<f64>() as f32)
             .collect()
     });
-    Ok(Conv2dGrads {
+    Conv2dGrads {
         input: input_grad,
         weight: weight_grad,
         bias: bias_grad,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,14 @@
 //! built here, reach about a quarter of a core's peak. [`sgemm`] keeps its tile in registers and
 //! reaches about 65 GMAC/s per core on the development machine (2.5× as much); the
 //! host-evaluated losses and [`conv`] (the convolutions of the CNN backbones on flex) use it;
-//! [`norm`] is their batch normalisation.
+//! [`norm`] is their batch normalisation, [`conv_bn`] the two fused with ReLU (the
+//! conv-BN-ReLU block of the backbones) and [`pool`] their max pooling.
 #![warn(missing_docs)]
 
 pub mod conv;
+pub mod conv_bn;
 pub mod norm;
+pub mod pool;
 pub mod sgemm;
 mod shared;
 

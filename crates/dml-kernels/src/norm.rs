@@ -52,7 +52,7 @@ fn runs(x: &[f32], c: usize, [batch, channels, plane]: [usize; 3]) -> impl Itera
 /// `c`'s two per-channel results and a function giving the values of the run (one image's
 /// plane of channel `c`) that starts at a flat offset; returns the buffer and each result per
 /// channel.
-fn per_channel<G, I>(
+pub(crate) fn per_channel<G, I>(
     [batch, channels, plane]: [usize; 3],
     task: impl Fn(usize) -> ((f32, f32), G) + Sync,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>)
@@ -85,7 +85,7 @@ where
 
 /// `Σ_i f(a_i, b_i)` in `f64` over eight independent partial sums: one running sum is bound by
 /// the latency of each addition.
-fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
+pub(crate) fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
     let mut acc = [0.0f64; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(&x, &y)| f(x, y)).sum();
@@ -98,8 +98,16 @@ fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
 }
 
 /// `1/√(σ² + ε)`.
-fn inv_std(variance: f32, epsilon: f64) -> f64 {
+pub(crate) fn inv_std(variance: f32, epsilon: f64) -> f64 {
     1.0 / (variance as f64 + epsilon).sqrt()
+}
+
+/// The per-element affine map of a normalised channel, `y = x·scale + shift` with
+/// `scale = γ/√(σ² + ε)` and `shift = β − μ·scale`: the forward pass and every backward pass
+/// that recomputes an output (for a ReLU mask) use this one expression, so they agree bit for bit.
+pub(crate) fn scale_shift(gamma: f32, beta: f32, mean: f32, variance: f32, epsilon: f64) -> (f32, f32) {
+    let scale = (gamma as f64 * inv_std(variance, epsilon)) as f32;
+    (scale, beta - mean * scale)
 }
 
 /// Batch normalisation of `x` `[B, C, H·W]` with the batch's own statistics.
@@ -123,8 +131,7 @@ pub fn batch_norm_train(
             .sum::<f64>()
             / count;
         let (mean, variance) = (mean as f32, variance as f32);
-        let scale = (gamma[c] as f64 * inv_std(variance, epsilon)) as f32;
-        let shift = beta[c] - mean * scale;
+        let (scale, shift) = scale_shift(gamma[c], beta[c], mean, variance, epsilon);
         let run = move |start: usize| x[start..start + plane].iter().map(move |&v| v * scale + shift);
         ((mean, variance), run)
     });

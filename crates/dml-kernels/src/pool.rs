@@ -1,0 +1,382 @@
+//! 2-D max pooling on the host (NCHW, `f32`), forward and backward.
+//!
+//! The forward pass records, for every output, the position of its maximum in the input plane,
+//! so that the backward pass is one scatter per plane and never reads the input again. Windows
+//! follow PyTorch's `max_pool2d` (and Burn's): padding counts as `−∞`, dilation spaces the
+//! window's taps, ceil mode adds a last partial window unless it would start in the trailing
+//! padding, ties go to the first maximum in row-major window order, and NaN wins (it
+//! propagates instead of being skipped; the last NaN of a window is its index, as in PyTorch).
+
+use rayon::prelude::*;
+
+/// The geometry of one max pooling: input `[batch, channels, height, width]`, and per spatial
+/// axis the window size, stride, padding before and after, and dilation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool2dShape {
+    /// B.
+    pub batch: usize,
+    /// C.
+    pub channels: usize,
+    /// H.
+    pub height: usize,
+    /// W.
+    pub width: usize,
+    /// `[kh, kw]`.
+    pub kernel: [usize; 2],
+    /// `[sh, sw]`.
+    pub stride: [usize; 2],
+    /// `[(top, bottom), (left, right)]`.
+    pub padding: [(usize, usize); 2],
+    /// `[dh, dw]`.
+    pub dilation: [usize; 2],
+    /// Round the output size up instead of down.
+    pub ceil_mode: bool,
+}
+
+impl Pool2dShape {
+    /// `[Ho, Wo]`, or an error naming the axis when a size is zero or no window fits.
+    pub fn output_size(&self) -> Result<[usize; 2], String> {
+        let sizes = [self.height, self.width];
+        let mut out = [0; 2];
+        for axis in 0..2 {
+            let (size, (before, after)) = (sizes[axis], self.padding[axis]);
+            let (k, s, d) = (self.kernel[axis], self.stride[axis], self.dilation[axis]);
+            if k == 0 || s == 0 || d == 0 {
+                return Err(format!(
+                    "max pooling axis {axis}: kernel, stride and dilation must be positive"
+                ));
+            }
+            let (padded, extent) = (size + before + after, d * (k - 1) + 1);
+            let round = if self.ceil_mode { s - 1 } else { 0 };
+            if padded + round < extent {
+                return Err(format!(
+                    "max pooling axis {axis}: window extent {extent} is larger than the padded input {padded}"
+                ));
+            }
+            let mut len = (padded + round - extent) / s + 1;
+            // A ceil-mode window that would start in the trailing padding is dropped.
+            if self.ceil_mode && len > 1 && (len - 1) * s >= size + before {
+                len -= 1;
+            }
+            out[axis] = len;
+        }
+        Ok(out)
+    }
+
+    fn input_len(&self) -> usize {
+        self.batch * self.channels * self.height * self.width
+    }
+}
+
+/// Per output position along an axis, its first in-bounds input position and how many of its
+/// taps (`o·s − before + t·d` for `t < k`) lie inside `0..size`. Computed once per call, so the
+/// per-window loops run over plain ranges.
+fn tap_ranges(axis: usize, s: &Pool2dShape, size: usize, out_len: usize) -> Vec<(usize, usize)> {
+    let (k, d) = (s.kernel[axis] as isize, s.dilation[axis] as isize);
+    (0..out_len)
+        .map(|o| {
+            let start = (o * s.stride[axis]) as isize - s.padding[axis].0 as isize;
+            let inside = |t: &isize| (0..size as isize).contains(&(start + t * d));
+            match (0..k).find(inside) {
+                Some(first) => {
+                    let count = (first..k).take_while(inside).count();
+                    ((start + first * d) as usize, count)
+                }
+                None => (0, 0),
+            }
+        })
+        .collect()
+}
+
+/// Max pooling of `input` `[B, C, H, W]`: the output `[B, C, Ho, Wo]` and, for each output, the
+/// index of its maximum within its input plane (`y·W + x`; for a window entirely in the padding,
+/// which ceil mode can produce, the output is `−∞` and the index `u32::MAX`, which the backward
+/// pass skips).
+///
+/// # Errors
+/// When the geometry is invalid, the input does not match it, or a plane has more than
+/// `u32::MAX` values.
+pub fn max_pool2d(s: &Pool2dShape, input: &[f32]) -> Result<(Vec<f32>, Vec<u32>), String> {
+    let [ho, wo] = s.output_size()?;
+    if input.len() != s.input_len() {
+        return Err(format!(
+            "max pooling {s:?}: {} input values, expected {}",
+            input.len(),
+            s.input_len()
+        ));
+    }
+    let plane = s.height * s.width;
+    if plane > u32::MAX as usize {
+        return Err(format!("max pooling: a plane of {plane} values is too large"));
+    }
+    let out_plane = ho * wo;
+    let planes = s.batch * s.channels;
+    let mut output = vec![0.0f32; planes * out_plane];
+    let mut index = vec![0u32; planes * out_plane];
+    if out_plane == 0 {
+        return Ok((output, index));
+    }
+    let (rows, cols) = (tap_ranges(0, s, s.height, ho), tap_ranges(1, s, s.width, wo));
+    let [dh, dw] = s.dilation;
+    // The 2 × 2, stride-2 windows of the small CNN, all inside the input: a loop with no table.
+    let pairs =
+        s.kernel == [2, 2] && s.stride == [2, 2] && s.dilation == [1, 1] && s.padding == [(0, 0); 2] && !s.ceil_mode;
+    output
+        .par_chunks_mut(out_plane)
+        .zip(index.par_chunks_mut(out_plane))
+        .enumerate()
+        .for_each(|(p, (out, idx))| {
+            let src = &input[p * plane..][..plane];
+            if pairs {
+                pool_pairs(src, s.width, out, idx, wo);
+                return;
+            }
+            for (y, &(first_y, count_y)) in rows.iter().enumerate() {
+                for (x, &(first_x, count_x)) in cols.iter().enumerate() {
+                    let (mut best, mut at) = (f32::NEG_INFINITY, u32::MAX);
+                    for ty in 0..count_y {
+                        let line = (first_y + ty * dh) * s.width;
+                        for tx in 0..count_x {
+                            let i = line + first_x + tx * dw;
+                            let v = src[i];
+                            // PyTorch's rule: a larger value or any NaN takes the window.
+                            if at == u32::MAX || v > best || v.is_nan() {
+                                (best, at) = (v, i as u32);
+                            }
+                        }
+                    }
+                    out[y * wo + x] = best;
+                    idx[y * wo + x] = at;
+                }
+            }
+        });
+    Ok((output, index))
+}
+
+/// One plane of a 2 × 2, stride-2 max pooling without padding: output row `y` reads input rows
+/// `2y` and `2y + 1`, with the window order and NaN rule of the general loop.
+fn pool_pairs(src: &[f32], width: usize, out: &mut [f32], idx: &mut [u32], wo: usize) {
+    for (y, (out_row, idx_row)) in out.chunks_exact_mut(wo).zip(idx.chunks_exact_mut(wo)).enumerate() {
+        let top = 2 * y * width;
+        let (upper, lower) = (&src[top..][..2 * wo], &src[top + width..][..2 * wo]);
+        for x in 0..wo {
+            let taps = [
+                (upper[2 * x], top + 2 * x),
+                (upper[2 * x + 1], top + 2 * x + 1),
+                (lower[2 * x], top + width + 2 * x),
+                (lower[2 * x + 1], top + width + 2 * x + 1),
+            ];
+            let (mut best, mut at) = taps[0];
+            for &(v, i) in &taps[1..] {
+                if v > best || v.is_nan() {
+                    (best, at) = (v, i);
+                }
+            }
+            out_row[x] = best;
+            idx_row[x] = at as u32;
+        }
+    }
+}
+
+/// The input gradient `[B, C, H, W]` of [`max_pool2d`] from the output gradient `grad`
+/// `[B, C, Ho, Wo]` and the forward pass's indices: each output's gradient goes to its maximum
+/// (summed where windows overlap on the same maximum).
+///
+/// # Errors
+/// When the geometry is invalid or a buffer does not match it.
+pub fn max_pool2d_backward(s: &Pool2dShape, index: &[u32], grad: &[f32]) -> Result<Vec<f32>, String> {
+    let [ho, wo] = s.output_size()?;
+    let (plane, out_plane) = (s.height * s.width, ho * wo);
+    let planes = s.batch * s.channels;
+    if index.len() != planes * out_plane || grad.len() != planes * out_plane {
+        return Err(format!(
+            "max pooling backward {s:?}: {} indices and {} gradients, expected {}",
+            index.len(),
+            grad.len(),
+            planes * out_plane
+        ));
+    }
+    let mut dx = vec![0.0f32; s.input_len()];
+    if plane == 0 || out_plane == 0 {
+        return Ok(dx);
+    }
+    dx.par_chunks_mut(plane).enumerate().for_each(|(p, dst)| {
+        let (idx, g) = (
+            &index[p * out_plane..][..out_plane],
+            &grad[p * out_plane..][..out_plane],
+        );
+        for (&i, &gv) in idx.iter().zip(g) {
+            if let Some(d) = dst.get_mut(i as usize) {
+                *d += gv;
+            }
+        }
+    });
+    Ok(dx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 500.0) / 400.0)
+            .collect()
+    }
+
+    /// The definition: the maximum over the in-bounds taps of each window (padding is −∞).
+    fn naive(s: &Pool2dShape, x: &[f32]) -> Vec<f32> {
+        let [ho, wo] = s.output_size().unwrap();
+        let mut out = Vec::new();
+        for p in 0..s.batch * s.channels {
+            for y in 0..ho {
+                for xx in 0..wo {
+                    let mut m = f32::NEG_INFINITY;
+                    for i in 0..s.kernel[0] {
+                        for j in 0..s.kernel[1] {
+                            let iy = (y * s.stride[0] + i * s.dilation[0]) as isize - s.padding[0].0 as isize;
+                            let ix = (xx * s.stride[1] + j * s.dilation[1]) as isize - s.padding[1].0 as isize;
+                            if iy >= 0 && ix >= 0 && (iy as usize) < s.height && (ix as usize) < s.width {
+                                m = m.max(x[p * s.height * s.width + iy as usize * s.width + ix as usize]);
+                            }
+                        }
+                    }
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
+    fn shapes() -> Vec<Pool2dShape> {
+        let base = Pool2dShape {
+            batch: 2,
+            channels: 3,
+            height: 7,
+            width: 6,
+            kernel: [2, 2],
+            stride: [2, 2],
+            padding: [(0, 0), (0, 0)],
+            dilation: [1, 1],
+            ceil_mode: false,
+        };
+        vec![
+            base,
+            // ResNet's stem: 3 × 3, stride 2, padding 1 (overlapping windows).
+            Pool2dShape {
+                kernel: [3, 3],
+                padding: [(1, 1), (1, 1)],
+                ..base
+            },
+            // BN-Inception's: 3 × 3, stride 2, ceil mode (a last partial window).
+            Pool2dShape {
+                kernel: [3, 3],
+                ceil_mode: true,
+                ..base
+            },
+            Pool2dShape {
+                kernel: [2, 3],
+                stride: [1, 2],
+                padding: [(1, 0), (0, 2)],
+                dilation: [2, 1],
+                ..base
+            },
+        ]
+    }
+
+    #[test]
+    fn forward_matches_the_definition_and_indices_point_at_the_maxima() {
+        for s in shapes() {
+            let x = values(s.input_len(), 1);
+            let (y, idx) = max_pool2d(&s, &x).unwrap();
+            assert_eq!(y, naive(&s, &x), "{s:?}");
+            let [ho, wo] = s.output_size().unwrap();
+            let plane = s.height * s.width;
+            for (o, (&v, &i)) in y.iter().zip(&idx).enumerate() {
+                let p = o / (ho * wo);
+                assert_eq!(x[p * plane + i as usize], v, "{s:?}: index of output {o}");
+            }
+        }
+    }
+
+    #[test]
+    fn output_sizes_follow_pytorch() {
+        let s = shapes()[0];
+        // 7 × 6 with 2 × 2 / 2: floor gives 3 × 3; ceil gives 4 × 3.
+        assert_eq!(s.output_size().unwrap(), [3, 3]);
+        let ceil = Pool2dShape { ceil_mode: true, ..s };
+        assert_eq!(ceil.output_size().unwrap(), [4, 3]);
+        // BN-Inception's 112 → 56 with 3 × 3 / 2 ceil; floor would give 55.
+        let inception = Pool2dShape {
+            height: 112,
+            width: 112,
+            kernel: [3, 3],
+            ceil_mode: true,
+            ..s
+        };
+        assert_eq!(inception.output_size().unwrap(), [56, 56]);
+        // A ceil-mode window starting in the trailing padding is dropped: 5 with k 2, s 2, pad 1 → 3.
+        let dropped = Pool2dShape {
+            height: 5,
+            width: 5,
+            padding: [(1, 1), (1, 1)],
+            ceil_mode: true,
+            ..s
+        };
+        assert_eq!(dropped.output_size().unwrap(), [3, 3]);
+        let too_big = Pool2dShape { kernel: [9, 2], ..s };
+        assert!(too_big.output_size().unwrap_err().contains("axis 0"));
+    }
+
+    #[test]
+    fn backward_is_the_adjoint_of_the_forward() {
+        // Max pooling is linear in x near a point without ties: <∂x, δ> = Σ g ⊙ (pool(x + δ) − pool(x))
+        // for a perturbation small enough not to change any argmax.
+        for s in shapes() {
+            let x = values(s.input_len(), 2);
+            let (y, idx) = max_pool2d(&s, &x).unwrap();
+            let g = values(y.len(), 3);
+            let dx = max_pool2d_backward(&s, &idx, &g).unwrap();
+            let delta: Vec<f32> = values(x.len(), 4).iter().map(|v| v * 1e-4).collect();
+            let moved: Vec<f32> = x.iter().zip(&delta).map(|(a, b)| a + b).collect();
+            let (y2, idx2) = max_pool2d(&s, &moved).unwrap();
+            assert_eq!(idx, idx2, "{s:?}: the perturbation keeps every maximum");
+            let change: f64 = y2
+                .iter()
+                .zip(&y)
+                .zip(&g)
+                .map(|((a, b), gv)| (a - b) as f64 * *gv as f64)
+                .sum();
+            let predicted: f64 = dx.iter().zip(&delta).map(|(a, b)| *a as f64 * *b as f64).sum();
+            assert!((change - predicted).abs() < 1e-6, "{s:?}: {change} vs {predicted}");
+        }
+    }
+
+    #[test]
+    fn ties_go_to_the_first_maximum_and_nan_propagates() {
+        let s = Pool2dShape {
+            batch: 1,
+            channels: 1,
+            height: 2,
+            width: 4,
+            kernel: [2, 2],
+            stride: [2, 2],
+            padding: [(0, 0), (0, 0)],
+            dilation: [1, 1],
+            ceil_mode: false,
+        };
+        let x = [1.0, 3.0, f32::NAN, 0.0, 3.0, 3.0, 5.0, 9.0];
+        let (y, idx) = max_pool2d(&s, &x).unwrap();
+        assert_eq!((y[0], idx[0]), (3.0, 1));
+        assert!(y[1].is_nan() && idx[1] == 2);
+        let dx = max_pool2d_backward(&s, &idx, &[1.0, 2.0]).unwrap();
+        assert_eq!(dx, vec![0.0, 1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn mismatched_buffers_are_errors() {
+        let s = shapes()[0];
+        assert!(max_pool2d(&s, &[0.0; 5]).unwrap_err().contains("5 input values"));
+        assert!(max_pool2d_backward(&s, &[0; 3], &[0.0; 3]).is_err());
+    }
+}
