@@ -24,7 +24,8 @@ pub enum ModelError {
     Missing {
         /// The weight file.
         path: PathBuf,
-        /// The model keys (torchvision names) that the file lacks.
+        /// The model parameters the file lacks, named as the file's layout names them
+        /// (torchvision or Cadene keys).
         keys: Vec<String>,
     },
     /// A configuration value is invalid.

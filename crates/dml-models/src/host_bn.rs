@@ -22,7 +22,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
 use burn::nn::BatchNorm;
-use burn::tensor::{DType, Tensor, TensorData};
+use burn::tensor::{DType, Device, Tensor, TensorData};
 use dml_kernels::norm;
 
 use crate::host_data::HostRead;
@@ -175,20 +175,42 @@ impl<B: Backend + HostBnOp + HostRead, C: CheckpointStrategy> HostBnOp for Autod
     }
 }
 
+/// Whether `bn` trains on the host for an input of `dtype` with `channels` channels on `device`:
+/// training mode (not frozen) on a CPU autodiff device, in `f32`, with matching channels.
+pub(crate) fn trains_on_host(bn: &BatchNorm, device: &Device, dtype: DType, channels: usize) -> bool {
+    device.is_autodiff()
+        && bn.training.is_enabled()
+        && is_cpu_device(device)
+        && dtype == DType::F32
+        && bn.gamma.val().dtype() == DType::F32
+        && bn.gamma.dims()[0] == channels
+}
+
+/// Updates the running statistics of `bn` with a batch's `mean` and biased `variance` `[C]`,
+/// exactly as `BatchNorm::forward` does: `r ← (1 − momentum)·r + momentum·s`.
+pub(crate) fn update_running_statistics(bn: &BatchNorm, mean: &[f32], variance: &[f32], device: &Device) {
+    let stat = |values: &[f32]| Tensor::<1>::from_data(TensorData::new(values.to_vec(), [values.len()]), device);
+    let momentum = bn.momentum;
+    let running_mean = bn.running_mean.value_sync().to_device(device);
+    let running_var = bn.running_var.value_sync().to_device(device);
+    let running_mean = running_mean
+        .mul_scalar(1.0 - momentum)
+        .add(stat(mean).mul_scalar(momentum));
+    let running_var = running_var
+        .mul_scalar(1.0 - momentum)
+        .add(stat(variance).mul_scalar(momentum));
+    bn.running_mean.update(running_mean.detach());
+    bn.running_var.update(running_var.detach());
+}
+
 /// `bn.forward(x)` for `x` `[B, C, H, W]`: in training mode on a CPU device in `f32` through the
 /// host kernels (updating the running statistics like `BatchNorm::forward`), otherwise Burn's.
 pub(crate) fn batch_norm(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
     let device = x.device();
-    let usable = device.is_autodiff()
-        && bn.training.is_enabled()
-        && is_cpu_device(&device)
-        && x.dtype() == DType::F32
-        && bn.gamma.val().dtype() == DType::F32
-        && bn.gamma.dims()[0] == x.dims()[1];
-    if !usable {
+    let [batch, channels, height, width] = x.dims();
+    if !trains_on_host(bn, &device, x.dtype(), channels) {
         return bn.forward(x);
     }
-    let [batch, channels, height, width] = x.dims();
     let stats = Arc::new(BnStats {
         epsilon: bn.epsilon,
         shape: [batch, channels, height * width],
@@ -200,20 +222,8 @@ pub(crate) fn batch_norm(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
         bn.beta.val().into_dispatch(),
         stats.clone(),
     );
-    // The running statistics, exactly as `BatchNorm::forward` updates them (biased variance).
     let (_, mean, variance) = stats.get();
-    let stat = |values: &[f32]| Tensor::<1>::from_data(TensorData::new(values.to_vec(), [channels]), &device);
-    let momentum = bn.momentum;
-    let running_mean = bn.running_mean.value_sync().to_device(&device);
-    let running_var = bn.running_var.value_sync().to_device(&device);
-    let running_mean = running_mean
-        .mul_scalar(1.0 - momentum)
-        .add(stat(mean).mul_scalar(momentum));
-    let running_var = running_var
-        .mul_scalar(1.0 - momentum)
-        .add(stat(variance).mul_scalar(momentum));
-    bn.running_mean.update(running_mean.detach());
-    bn.running_var.update(running_var.detach());
+    update_running_statistics(bn, mean, variance, &device);
     Tensor::from_dispatch(out)
 }
 

@@ -149,7 +149,7 @@ pub(crate) fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
 
 /// The host geometry of `conv` on `x`, when the host path applies. Anything it cannot check
 /// (a channel mismatch, a kernel larger than the input) goes to Burn, which reports it.
-fn host_shape(conv: &Conv2d, x: &Tensor<4>) -> Option<Conv2dShape> {
+pub(crate) fn host_shape(conv: &Conv2d, x: &Tensor<4>) -> Option<Conv2dShape> {
     let [batch, channels, height, width] = x.dims();
     let [out_channels, in_channels, kh, kw] = conv.weight.dims();
     let padding = match conv.padding {

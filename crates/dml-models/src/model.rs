@@ -5,23 +5,28 @@ use std::path::Path;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 
+use crate::bn_inception::{BnInception, BnInceptionConfig};
 use crate::error::ModelError;
 use crate::head::{EmbeddingHead, EmbeddingHeadConfig, Pooling};
-use crate::resnet::{FeatureMaps, LoadReport, ResNet, ResNetConfig};
+use crate::resnet::{FeatureMaps, ResNet, ResNetConfig};
 use crate::small_cnn::{SmallCnn, SmallCnnConfig};
+use crate::weights::LoadReport;
 
-/// The backbone architectures selectable by name (`small_cnn`, `resnet18`, `resnet50`).
+/// The backbone architectures selectable by name (`small_cnn`, `resnet18`, `resnet50`,
+/// `bn_inception`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum BackboneConfig {
     /// The small four-stage CNN.
     SmallCnn(SmallCnnConfig),
     /// A torchvision-layout ResNet (headless: `num_classes` is ignored).
     ResNet(ResNetConfig),
+    /// BN-Inception in Cadene's layout (headless: `num_classes` is ignored).
+    BnInception(BnInceptionConfig),
 }
 
 impl BackboneConfig {
     /// The names accepted by [`BackboneConfig::from_name`].
-    pub const NAMES: [&'static str; 3] = ["small_cnn", "resnet18", "resnet50"];
+    pub const NAMES: [&'static str; 4] = ["small_cnn", "resnet18", "resnet50", "bn_inception"];
 
     /// The standard configuration of a named backbone.
     pub fn from_name(name: &str) -> Result<Self, ModelError> {
@@ -29,6 +34,7 @@ impl BackboneConfig {
             "small_cnn" => Ok(Self::SmallCnn(SmallCnnConfig::default())),
             "resnet18" => Ok(Self::ResNet(ResNetConfig::resnet18())),
             "resnet50" => Ok(Self::ResNet(ResNetConfig::resnet50())),
+            "bn_inception" => Ok(Self::BnInception(BnInceptionConfig::default())),
             other => Err(ModelError::Config(format!(
                 "unknown backbone {other:?}; expected one of {:?}",
                 Self::NAMES
@@ -41,6 +47,7 @@ impl BackboneConfig {
         match self {
             Self::SmallCnn(c) => c.out_channels(),
             Self::ResNet(c) => c.out_channels(),
+            Self::BnInception(c) => c.out_channels(),
         }
     }
 
@@ -55,6 +62,7 @@ impl BackboneConfig {
                 }
                 .init(device)?,
             ),
+            Self::BnInception(_) => Backbone::BnInception(BnInceptionConfig { num_classes: None }.init(device)?),
         })
     }
 }
@@ -67,15 +75,19 @@ pub enum Backbone {
     SmallCnn(SmallCnn),
     /// A ResNet.
     ResNet(ResNet),
+    /// BN-Inception.
+    BnInception(BnInception),
 }
 
 impl Backbone {
     /// `[B, 3, H, W]` → every stage's feature map (4 stages for the small CNN; stem and
-    /// layer1–4 for a ResNet).
+    /// layer1–4 for a ResNet; pool1, pool2, inception 3b, 4d and 5b for BN-Inception, see
+    /// [`BnInception::forward_features`]).
     pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
         match self {
             Self::SmallCnn(m) => m.forward_features(images),
             Self::ResNet(m) => m.forward_features(images),
+            Self::BnInception(m) => m.forward_features(images),
         }
     }
 
@@ -84,17 +96,20 @@ impl Backbone {
         match self {
             Self::SmallCnn(m) => Self::SmallCnn(m.freeze_batchnorm()),
             Self::ResNet(m) => Self::ResNet(m.freeze_batchnorm()),
+            Self::BnInception(m) => Self::BnInception(m.freeze_batchnorm()),
         }
     }
 
-    /// Loads pretrained torchvision weights (`.pth` or `.safetensors`); the classifier
-    /// `fc.*` of an ImageNet checkpoint is reported as unused. Only ResNets have a
-    /// torchvision layout.
+    /// Loads pretrained weights (`.pth` or `.safetensors`): torchvision's layout for a
+    /// ResNet, Cadene's `bninception` layout for BN-Inception. The classifier of an ImageNet
+    /// checkpoint (`fc.*`, `last_linear.*`) is reported as unused. The small CNN has no
+    /// pretrained layout.
     pub fn load_pretrained(&mut self, path: &Path) -> Result<LoadReport, ModelError> {
         match self {
             Self::ResNet(m) => m.load_weights(path, false),
+            Self::BnInception(m) => m.load_weights(path, false),
             Self::SmallCnn(_) => Err(ModelError::Config(format!(
-                "pretrained weights {} given for the small CNN, which has no torchvision layout",
+                "pretrained weights {} given for the small CNN, which has no pretrained layout",
                 path.display()
             ))),
         }

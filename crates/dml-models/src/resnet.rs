@@ -6,13 +6,13 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
-use burn::store::{ModuleSnapshot, ModuleStore, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use crate::error::ModelError;
-use crate::host_bn::batch_norm;
-use crate::host_conv::conv2d;
+use crate::host_conv_bn::conv_bn;
+use crate::host_pool::max_pool2d;
+use crate::weights::{self, KeyLayout, LoadReport, WeightFormat};
 
 /// The residual block type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -192,13 +192,16 @@ impl Block {
     /// `[B, C_in, H, W]` → `[B, C_out, H/stride, W/stride]`.
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let identity = match &self.downsample {
-            Some(d) => batch_norm(&d.bn, conv2d(&d.conv, x.clone())),
+            Some(d) => conv_bn(&d.conv, &d.bn, x.clone(), false),
             None => x.clone(),
         };
-        let mut out = relu(batch_norm(&self.bn1, conv2d(&self.conv1, x)));
-        out = batch_norm(&self.bn2, conv2d(&self.conv2, out));
+        let mut out = conv_bn(&self.conv1, &self.bn1, x, true);
+        // A bottleneck's second block is rectified before its third; a basic block's second
+        // block (the last) is rectified after the residual sum.
+        let bottleneck = self.conv3.is_some();
+        out = conv_bn(&self.conv2, &self.bn2, out, bottleneck);
         if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            out = batch_norm(bn3, conv2d(conv3, relu(out)));
+            out = conv_bn(conv3, bn3, out, false);
         }
         relu(out + identity)
     }
@@ -220,36 +223,25 @@ pub struct ResNet {
 /// Every stage's output of a backbone.
 #[derive(Debug, Clone)]
 pub struct FeatureMaps {
-    /// `[stem, layer1, layer2, layer3, layer4]`, each `[B, C_s, H_s, W_s]`; for a 224²
-    /// input the spatial sizes are 56, 56, 28, 14, 7.
+    /// The stage outputs from the input side on, each `[B, C_s, H_s, W_s]`. A ResNet gives
+    /// `[stem, layer1, layer2, layer3, layer4]` (spatial sizes 56, 56, 28, 14, 7 for a 224²
+    /// input), BN-Inception `[pool1, pool2, inception_3b, inception_4d, inception_5b]` (56, 28,
+    /// 28, 14, 7; see [`BnInception::forward_features`](crate::BnInception::forward_features)),
+    /// the small CNN its four stages.
     pub stages: Vec<Tensor<4>>,
 }
 
 impl FeatureMaps {
-    /// The last stage (`layer4`).
+    /// The last stage (`layer4`, `inception_5b`), the map the embedding head pools.
     pub fn last(&self) -> &Tensor<4> {
         self.stages.last().expect("a backbone has stages")
     }
 }
 
-/// What [`ResNet::load_torchvision`] did with the file's keys.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LoadReport {
-    /// Model parameters that were loaded.
-    pub applied: usize,
-    /// Model parameters the file lacks (only with `allow_missing`), torchvision-named.
-    pub missing: Vec<String>,
-    /// File tensors the model has no place for (e.g. `fc.*` for a headless backbone,
-    /// `num_batches_tracked`).
-    pub unused: Vec<String>,
-}
-
 impl ResNet {
     /// The stem and the four stages: `[B, 3, H, W]` → [`FeatureMaps`].
     pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
-        let stem = self
-            .maxpool
-            .forward(relu(batch_norm(&self.bn1, conv2d(&self.conv1, images))));
+        let stem = max_pool2d(&self.maxpool, conv_bn(&self.conv1, &self.bn1, images, true));
         let mut stages = vec![stem];
         for layer in [&self.layer1, &self.layer2, &self.layer3, &self.layer4] {
             let x = layer
@@ -277,12 +269,7 @@ impl ResNet {
     /// `allow_missing` (e.g. a fresh classifier). Tensors the model has no place for are
     /// returned in [`LoadReport::unused`].
     pub fn load_torchvision(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
-        check_file(path)?;
-        let store = PytorchStore::from_file(path)
-            .with_key_remapping(r"\.downsample\.0\.", ".downsample.conv.")
-            .with_key_remapping(r"\.downsample\.1\.", ".downsample.bn.")
-            .allow_partial(true);
-        self.load_store(store, path, allow_missing)
+        weights::load(self, path, WeightFormat::Pytorch, &TORCHVISION_KEYS, allow_missing)
     }
 
     /// Loads a torchvision-layout `state_dict` stored as safetensors (for example one
@@ -291,61 +278,12 @@ impl ResNet {
     /// batch norm, transposed linear weights) and error reporting as
     /// [`ResNet::load_torchvision`].
     pub fn load_safetensors(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
-        check_file(path)?;
-        let store = SafetensorsStore::from_file(path)
-            .with_from_adapter(PyTorchToBurnAdapter)
-            .with_key_remapping(r"\.downsample\.0\.", ".downsample.conv.")
-            .with_key_remapping(r"\.downsample\.1\.", ".downsample.bn.")
-            .allow_partial(true);
-        self.load_store(store, path, allow_missing)
+        weights::load(self, path, WeightFormat::Safetensors, &TORCHVISION_KEYS, allow_missing)
     }
 
     /// Loads `.pth` or `.safetensors` by file extension.
     pub fn load_weights(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("safetensors") => self.load_safetensors(path, allow_missing),
-            Some("pth" | "pt" | "bin") => self.load_torchvision(path, allow_missing),
-            _ => Err(ModelError::Read {
-                path: path.to_path_buf(),
-                message: "unknown weight format: expected a .pth/.pt/.bin (torch.save) or .safetensors file".into(),
-            }),
-        }
-    }
-
-    fn load_store(
-        &mut self,
-        mut store: impl ModuleStore,
-        path: &Path,
-        allow_missing: bool,
-    ) -> Result<LoadReport, ModelError> {
-        let result = self.load_from(&mut store).map_err(|e| ModelError::Read {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        if !result.errors.is_empty() {
-            let message = result
-                .errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(ModelError::Mismatch {
-                path: path.to_path_buf(),
-                message,
-            });
-        }
-        let missing: Vec<String> = result.missing.iter().map(|(key, _)| torchvision_name(key)).collect();
-        if !missing.is_empty() && !allow_missing {
-            return Err(ModelError::Missing {
-                path: path.to_path_buf(),
-                keys: missing,
-            });
-        }
-        Ok(LoadReport {
-            applied: result.applied.len(),
-            missing,
-            unused: result.unused.clone(),
-        })
+        weights::load(self, path, WeightFormat::of(path)?, &TORCHVISION_KEYS, allow_missing)
     }
 
     /// Freezes every batch-norm layer: running statistics are used and no longer
@@ -364,16 +302,15 @@ impl ResNet {
     }
 }
 
-fn check_file(path: &Path) -> Result<(), ModelError> {
-    if path.is_file() {
-        Ok(())
-    } else {
-        Err(ModelError::Read {
-            path: path.to_path_buf(),
-            message: "no such file".into(),
-        })
-    }
-}
+/// torchvision's `state_dict` keys ↔ the fields of [`ResNet`]: only a block's shortcut is
+/// named differently (`downsample.0/1` there, `downsample.conv/bn` here).
+const TORCHVISION_KEYS: KeyLayout = KeyLayout {
+    to_model: |key| {
+        key.replace(".downsample.0.", ".downsample.conv.")
+            .replace(".downsample.1.", ".downsample.bn.")
+    },
+    to_file: torchvision_name,
+};
 
 /// Burn parameter path → the torchvision key a user would look for.
 fn torchvision_name(key: &str) -> String {

@@ -4,12 +4,11 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d};
-use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
 use crate::error::ModelError;
-use crate::host_bn::batch_norm;
-use crate::host_conv::conv2d;
+use crate::host_conv_bn::conv_bn;
+use crate::host_pool::max_pool2d;
 use crate::resnet::FeatureMaps;
 
 /// Four conv(3×3)-BN-ReLU stages; every stage after the first halves the resolution
@@ -106,9 +105,9 @@ impl SmallCnn {
         let mut stages = Vec::with_capacity(4);
         for (s, stage) in self.stages.iter().enumerate() {
             if s > 0 {
-                x = self.pool.forward(x);
+                x = max_pool2d(&self.pool, x);
             }
-            x = relu(batch_norm(&stage.bn, conv2d(&stage.conv, x)));
+            x = conv_bn(&stage.conv, &stage.bn, x, true);
             stages.push(x.clone());
         }
         FeatureMaps { stages }

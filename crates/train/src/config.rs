@@ -72,9 +72,10 @@ pub struct DataConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// `small_cnn`, `resnet18` or `resnet50`.
+    /// `small_cnn`, `resnet18`, `resnet50` or `bn_inception`.
     pub backbone: String,
-    /// Torchvision weights (`.pth` / `.safetensors`) for a ResNet; empty for none.
+    /// Pretrained weights (`.pth` / `.safetensors`): torchvision's for a ResNet, Cadene's
+    /// `bninception` for BN-Inception; empty for none.
     pub pretrained: String,
     /// Embedding dimension D.
     pub embedding_dim: usize,

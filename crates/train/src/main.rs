@@ -45,7 +45,7 @@ struct TrainArgs {
     /// synth | fashion-mnist | path/to/manifest.csv.
     #[arg(long)]
     dataset: Option<String>,
-    /// small_cnn | resnet18 | resnet50.
+    /// small_cnn | resnet18 | resnet50 | bn_inception.
     #[arg(long)]
     backbone: Option<String>,
     /// The loss by name (its parameters reset to their defaults).
