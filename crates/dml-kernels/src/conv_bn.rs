@@ -167,8 +167,14 @@ pub fn conv_bn_train_backward(
                 let g = &grad[(b * o + c) * hw..][..hw];
                 let zr = &row[b * hw..][..hw];
                 let dst = &mut out[b * hw..][..hw];
-                for ((d, &gv), &zv) in dst.iter_mut().zip(g).zip(zr) {
-                    *d = if relu && zv * scale + shift <= 0.0 { 0.0 } else { gv };
+                if relu {
+                    // A select, not a branch (which output was clipped is unpredictable), so the
+                    // loop vectorises.
+                    for ((d, &gv), &zv) in dst.iter_mut().zip(g).zip(zr) {
+                        *d = if zv * scale + shift <= 0.0 { 0.0 } else { gv };
+                    }
+                } else {
+                    dst.copy_from_slice(g);
                 }
                 d_beta += lane_sum(dst, dst, |g, _| g as f64);
                 d_gamma += lane_sum(zr, dst, |v, g| g as f64 * (v as f64 - mu)) * inv;

@@ -159,21 +159,19 @@ fn pool_pairs(src: &[f32], width: usize, out: &mut [f32], idx: &mut [u32], wo: u
     for (y, (out_row, idx_row)) in out.chunks_exact_mut(wo).zip(idx.chunks_exact_mut(wo)).enumerate() {
         let top = 2 * y * width;
         let (upper, lower) = (&src[top..][..2 * wo], &src[top + width..][..2 * wo]);
+        let (top, width) = (top as u32, width as u32);
         for x in 0..wo {
-            let taps = [
-                (upper[2 * x], top + 2 * x),
-                (upper[2 * x + 1], top + 2 * x + 1),
-                (lower[2 * x], top + width + 2 * x),
-                (lower[2 * x + 1], top + width + 2 * x + 1),
-            ];
-            let (mut best, mut at) = taps[0];
-            for &(v, i) in &taps[1..] {
-                if v > best || v.is_nan() {
-                    (best, at) = (v, i);
-                }
+            // Value and offset are chosen by selects, not branches: on real activations which of the
+            // four wins is unpredictable, and mispredicted branches made this loop several times
+            // slower than its memory traffic.
+            let (mut best, mut at) = (upper[2 * x], 0u32);
+            for (v, offset) in [(upper[2 * x + 1], 1), (lower[2 * x], width), (lower[2 * x + 1], width + 1)] {
+                let take = v > best || v.is_nan();
+                best = if take { v } else { best };
+                at = if take { offset } else { at };
             }
             out_row[x] = best;
-            idx_row[x] = at as u32;
+            idx_row[x] = top + 2 * x as u32 + at;
         }
     }
 }
