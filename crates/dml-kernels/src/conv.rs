@@ -271,7 +271,7 @@ thread_local! {
 }
 
 /// Runs `f` on a work buffer of `len` values with arbitrary contents.
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
     if buf.len() < len {
         buf.resize(len, 0.0);

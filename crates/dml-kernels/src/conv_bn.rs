@@ -19,7 +19,7 @@
 
 use rayon::prelude::*;
 
-use crate::conv::{Conv2dGrads, Conv2dShape, Wanted, backward_channel_major, conv2d_channel_major};
+use crate::conv::{Conv2dGrads, Conv2dShape, Wanted, backward_channel_major, conv2d_channel_major, with_scratch};
 use crate::norm::{inv_std, lane_sum, per_channel, scale_shift};
 
 /// The output of [`conv_bn_train`] and what its backward pass needs.
@@ -151,57 +151,60 @@ pub fn conv_bn_train_backward(
         return Err(format!("convolution output of {} values for [{o}, {n}]", conv.len()));
     }
     let count = n.max(1) as f64;
-    // ∂Z, channel-major: each channel's row is one parallel task.
-    let mut dz = vec![0.0f32; o * n];
-    let sums: Vec<(f32, f32)> = dz
-        .par_chunks_mut(n.max(1))
-        .enumerate()
-        .map(|(c, out)| {
-            let row = &conv[c * n..][..n];
-            let (mu, inv) = (mean[c] as f64, inv_std(variance[c], bn.epsilon));
-            let (scale, shift) = scale_shift(bn.gamma[c], bn.beta[c], mean[c], variance[c], bn.epsilon);
-            let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
-            // First pass: ∂y (the gradient through ReLU, zero where the output was clipped) into
-            // `out`, and its two sums.
-            for b in 0..s.batch {
-                let g = &grad[(b * o + c) * hw..][..hw];
-                let zr = &row[b * hw..][..hw];
-                let dst = &mut out[b * hw..][..hw];
-                if relu {
-                    // A select, not a branch (which output was clipped is unpredictable), so the
-                    // loop vectorises.
-                    for ((d, &gv), &zv) in dst.iter_mut().zip(g).zip(zr) {
-                        *d = if zv * scale + shift <= 0.0 { 0.0 } else { gv };
+    // ∂Z, channel-major, in a reused work buffer (every entry is written): each channel's row is
+    // one parallel task.
+    let grads = with_scratch(o * n, |dz| {
+        let sums: Vec<(f32, f32)> = dz
+            .par_chunks_mut(n.max(1))
+            .enumerate()
+            .map(|(c, out)| {
+                let row = &conv[c * n..][..n];
+                let (mu, inv) = (mean[c] as f64, inv_std(variance[c], bn.epsilon));
+                let (scale, shift) = scale_shift(bn.gamma[c], bn.beta[c], mean[c], variance[c], bn.epsilon);
+                let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
+                // First pass: ∂y (the gradient through ReLU, zero where the output was clipped) into
+                // `out`, and its two sums.
+                for b in 0..s.batch {
+                    let g = &grad[(b * o + c) * hw..][..hw];
+                    let zr = &row[b * hw..][..hw];
+                    let dst = &mut out[b * hw..][..hw];
+                    if relu {
+                        // A select, not a branch (which output was clipped is unpredictable), so the
+                        // loop vectorises.
+                        for ((d, &gv), &zv) in dst.iter_mut().zip(g).zip(zr) {
+                            *d = if zv * scale + shift <= 0.0 { 0.0 } else { gv };
+                        }
+                    } else {
+                        dst.copy_from_slice(g);
                     }
-                } else {
-                    dst.copy_from_slice(g);
+                    d_beta += lane_sum(dst, dst, |g, _| g as f64);
+                    d_gamma += lane_sum(zr, dst, |v, g| g as f64 * (v as f64 - mu)) * inv;
                 }
-                d_beta += lane_sum(dst, dst, |g, _| g as f64);
-                d_gamma += lane_sum(zr, dst, |v, g| g as f64 * (v as f64 - mu)) * inv;
-            }
-            // Second pass: ∂z, per element in f32 as Burn's batch norm computes it.
-            let k = (bn.gamma[c] as f64 * inv) as f32;
-            let (shift_b, shift_g) = ((d_beta / count) as f32, (d_gamma / count) as f32);
-            let (mu, inv) = (mu as f32, inv as f32);
-            for (d, &v) in out.iter_mut().zip(row) {
-                *d = k * (*d - shift_b - (v - mu) * inv * shift_g);
-            }
-            (d_gamma as f32, d_beta as f32)
-        })
-        .collect();
-    let (gamma_grad, beta_grad) = if n == 0 {
-        (vec![0.0; o], vec![0.0; o])
-    } else {
-        sums.into_iter().unzip()
-    };
-    let Conv2dGrads { input, weight, .. } =
-        backward_channel_major(s, input, weight, &dz, Wanted { bias: false, ..wanted });
-    Ok(ConvBnGrads {
-        input,
-        weight,
-        gamma: gamma_grad,
-        beta: beta_grad,
-    })
+                // Second pass: ∂z, per element in f32 as Burn's batch norm computes it.
+                let k = (bn.gamma[c] as f64 * inv) as f32;
+                let (shift_b, shift_g) = ((d_beta / count) as f32, (d_gamma / count) as f32);
+                let (mu, inv) = (mu as f32, inv as f32);
+                for (d, &v) in out.iter_mut().zip(row) {
+                    *d = k * (*d - shift_b - (v - mu) * inv * shift_g);
+                }
+                (d_gamma as f32, d_beta as f32)
+            })
+            .collect();
+        let (gamma_grad, beta_grad) = if n == 0 {
+            (vec![0.0; o], vec![0.0; o])
+        } else {
+            sums.into_iter().unzip()
+        };
+        let Conv2dGrads { input, weight, .. } =
+            backward_channel_major(s, input, weight, dz, Wanted { bias: false, ..wanted });
+        ConvBnGrads {
+            input,
+            weight,
+            gamma: gamma_grad,
+            beta: beta_grad,
+        }
+    });
+    Ok(grads)
 }
 
 #[cfg(test)]

@@ -165,7 +165,11 @@ fn pool_pairs(src: &[f32], width: usize, out: &mut [f32], idx: &mut [u32], wo: u
             // four wins is unpredictable, and mispredicted branches made this loop several times
             // slower than its memory traffic.
             let (mut best, mut at) = (upper[2 * x], 0u32);
-            for (v, offset) in [(upper[2 * x + 1], 1), (lower[2 * x], width), (lower[2 * x + 1], width + 1)] {
+            for (v, offset) in [
+                (upper[2 * x + 1], 1),
+                (lower[2 * x], width),
+                (lower[2 * x + 1], width + 1),
+            ] {
                 let take = v > best || v.is_nan();
                 best = if take { v } else { best };
                 at = if take { offset } else { at };

@@ -84,6 +84,10 @@ pub fn sgemm(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accumulate:
         }
         return;
     }
+    if splits_depth([m, n, k]) {
+        split_depth(c, [m, n, k], a, b, accumulate, parallel);
+        return;
+    }
     let out = SharedOut::new(c);
     let tile = |rows: (usize, usize), cols: (usize, usize)| {
         // SAFETY: the two halves below write disjoint blocks of `c`, which is `[m, n]`.
@@ -108,6 +112,60 @@ pub fn sgemm(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accumulate:
         (0..parts)
             .into_par_iter()
             .for_each(|p| tile((bound(p), bound(p + 1)), (0, n)));
+    }
+}
+
+/// Depth parts of a product split along `k` (a fixed number, not the thread count, so that the
+/// sums, and so a training run, are the same on every machine).
+const DEPTH_PARTS: usize = 4;
+
+/// Whether `[m, k] × [k, n]` is split along its depth: a small result over a long sum, such as a
+/// convolution's weight gradient (`[C·kh·kw, O]` summed over every output position of the
+/// batch). Split by rows or columns, every part would pack the whole of the other operand; split
+/// along `k`, each packs its share once. Decided by the shape alone, for the same reason as
+/// [`DEPTH_PARTS`].
+fn splits_depth([m, n, k]: [usize; 3]) -> bool {
+    k >= 8 * m.max(n) && k >= 2 * KC * DEPTH_PARTS
+}
+
+/// [`sgemm`] as [`DEPTH_PARTS`] products over consecutive ranges of `k`: the first accumulates
+/// into `c` (or overwrites it), the others into their own buffers, which are added to `c` in
+/// order afterwards; the parts run in parallel when `parallel`.
+fn split_depth(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accumulate: bool, parallel: bool) {
+    use rayon::prelude::*;
+    let range = |p: usize| (k * p / DEPTH_PARTS, k * (p + 1) / DEPTH_PARTS);
+    // Columns k0.. of A and rows k0.. of B, as views starting there.
+    let part = |p: usize, out: &mut [f32], acc: bool| {
+        let (k0, k1) = range(p);
+        let a = View {
+            data: &a.data[k0 * a.cs..],
+            ..a
+        };
+        let b = View {
+            data: &b.data[k0 * b.rs..],
+            ..b
+        };
+        // SAFETY: `out` is `[m, n]` at row stride `n` and exclusively borrowed by this part.
+        unsafe { block(SharedOut::new(out), n, (0, m), (0, n), k1 - k0, &a, &b, acc) }
+    };
+    let c = &mut c[..m * n];
+    let run = |p: usize| -> Vec<f32> {
+        let mut buf = vec![0.0f32; m * n];
+        part(p, &mut buf, false);
+        buf
+    };
+    let rest: Vec<Vec<f32>> = if parallel {
+        rayon::join(
+            || part(0, c, accumulate),
+            || (1..DEPTH_PARTS).into_par_iter().map(run).collect(),
+        )
+        .1
+    } else {
+        part(0, c, accumulate);
+        (1..DEPTH_PARTS).map(run).collect()
+    };
+    for buf in rest {
+        c.iter_mut().zip(&buf).for_each(|(x, y)| *x += y);
     }
 }
 
@@ -326,8 +384,10 @@ mod tests {
             return;
         }
         // Edges in every dimension (m not a multiple of 6, n not of 64, k over two blocks of 256)
-        // and all four storage orders; sequential and parallel.
-        for &(m, n, k) in &[(1, 1, 1), (7, 65, 3), (13, 100, 300), (180, 130, 520)] {
+        // and all four storage orders; sequential and parallel. The last shape is split along its
+        // depth (a convolution's weight gradient in miniature), into parts of unequal length.
+        assert!(splits_depth([27, 32, 1601]) && !splits_depth([180, 130, 520]));
+        for &(m, n, k) in &[(1, 1, 1), (7, 65, 3), (13, 100, 300), (180, 130, 520), (27, 32, 1601)] {
             let av: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
             let bv: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 48.0).collect();
             for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
