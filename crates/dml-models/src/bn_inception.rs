@@ -35,7 +35,7 @@
 
 use std::path::Path;
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AvgPool2dConfig, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
@@ -410,9 +410,21 @@ impl BnInception {
     /// for a headless backbone) are returned in [`LoadReport::unused`].
     ///
     /// Cadene's ImageNet weights expect BGR images in [0, 255] minus the mean (104, 117, 128),
-    /// not torchvision's RGB normalisation; the data pipeline has to match.
+    /// not torchvision's RGB normalisation: see [`Self::swap_input_channels`] for RGB input and
+    /// the matching normalisation.
     pub fn load_weights(&mut self, path: &Path, allow_missing: bool) -> Result<LoadReport, ModelError> {
         weights::load(self, path, WeightFormat::of(path)?, &CADENE_KEYS, allow_missing)
+    }
+
+    /// Reverses the input channels of the first convolution, so that a model loaded from
+    /// Cadene's BGR weights takes RGB images, as this workspace's data pipeline produces them:
+    /// `W[:, c] ← W[:, 2 − c]` of `conv1_7x7_s2` `[64, 3, 7, 7]`. With the data normalisation set
+    /// to mean `(128, 117, 104)/255` and std `1/255` (RGB order), the network sees exactly the
+    /// inputs it was trained on.
+    pub fn swap_input_channels(mut self) -> Self {
+        let weight = self.conv1_7x7_s2.conv.weight.val().flip([1]);
+        self.conv1_7x7_s2.conv.weight = Param::from_tensor(weight);
+        self
     }
 
     /// Freezes every batch-norm layer: running statistics are used and no longer updated,
@@ -885,5 +897,34 @@ mod tests {
         assert!(bn.gamma.grad(&grads).is_none(), "a frozen γ has no gradient");
         assert!(values(bn.running_mean.value_sync()).iter().all(|v| *v == 0.0));
         assert!(frozen.conv1_7x7_s2.conv.weight.grad(&grads).is_some());
+    }
+
+    #[test]
+    fn swapping_input_channels_reverses_the_first_convolution_only() {
+        let device = Device::flex();
+        let model = BnInceptionConfig::default().init(&device).unwrap();
+        let before = model.conv1_7x7_s2.conv.weight.val();
+        let other = model.conv2_3x3.conv.weight.val();
+        let model = model.swap_input_channels();
+        let after = model.conv1_7x7_s2.conv.weight.val();
+        for c in 0..3 {
+            let got: Vec<f32> = after.clone().narrow(1, c, 1).into_data().try_to_vec::<f32>().unwrap();
+            let want: Vec<f32> = before
+                .clone()
+                .narrow(1, 2 - c, 1)
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap();
+            assert_eq!(got, want, "input channel {c}");
+        }
+        let unchanged: Vec<f32> = model
+            .conv2_3x3
+            .conv
+            .weight
+            .val()
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+        assert_eq!(unchanged, other.into_data().try_to_vec::<f32>().unwrap());
     }
 }

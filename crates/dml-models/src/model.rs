@@ -101,13 +101,19 @@ impl Backbone {
     }
 
     /// Loads pretrained weights (`.pth` or `.safetensors`): torchvision's layout for a
-    /// ResNet, Cadene's `bninception` layout for BN-Inception. The classifier of an ImageNet
-    /// checkpoint (`fc.*`, `last_linear.*`) is reported as unused. The small CNN has no
-    /// pretrained layout.
+    /// ResNet, Cadene's `bninception` layout for BN-Inception (whose first convolution is then
+    /// turned from BGR to RGB input, see [`BnInception::swap_input_channels`]). The classifier of
+    /// an ImageNet checkpoint (`fc.*`, `last_linear.*`) is reported as unused. The small CNN has
+    /// no pretrained layout.
     pub fn load_pretrained(&mut self, path: &Path) -> Result<LoadReport, ModelError> {
         match self {
             Self::ResNet(m) => m.load_weights(path, false),
-            Self::BnInception(m) => m.load_weights(path, false),
+            // Cadene's weights expect BGR input; this workspace's images are RGB.
+            Self::BnInception(m) => {
+                let report = m.load_weights(path, false)?;
+                *m = m.clone().swap_input_channels();
+                Ok(report)
+            }
             Self::SmallCnn(_) => Err(ModelError::Config(format!(
                 "pretrained weights {} given for the small CNN, which has no pretrained layout",
                 path.display()

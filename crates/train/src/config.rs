@@ -66,6 +66,24 @@ pub struct DataConfig {
     pub synth_images: usize,
     /// Side of the generated synthetic images.
     pub synth_size: u32,
+    /// Per-channel (RGB) mean subtracted from pixels scaled to [0, 1] (default ImageNet's, as
+    /// torchvision's weights expect; Cadene's BN-Inception weights want `[128, 117, 104]/255`).
+    #[serde(default = "imagenet_mean")]
+    pub mean: [f32; 3],
+    /// Per-channel (RGB) standard deviation divided by after the mean (default ImageNet's;
+    /// `1/255` for Cadene's BN-Inception weights, which were trained on pixels in [0, 255]).
+    #[serde(default = "imagenet_std")]
+    pub std: [f32; 3],
+}
+
+/// The default of `data.mean` in run configurations written before it existed.
+fn imagenet_mean() -> [f32; 3] {
+    dml_data::transform::IMAGENET_MEAN
+}
+
+/// The default of `data.std` in run configurations written before it existed.
+fn imagenet_std() -> [f32; 3] {
+    dml_data::transform::IMAGENET_STD
 }
 
 /// Backbone and embedding head.
@@ -371,6 +389,12 @@ impl TrainConfig {
                 format!("{} is too small (at least 8)", self.data.image_size),
             );
         }
+        if !self.data.std.iter().all(|s| s.is_finite() && *s > 0.0) {
+            return fail("data.std", format!("{:?} must be positive and finite", self.data.std));
+        }
+        if !self.data.mean.iter().all(|m| m.is_finite()) {
+            return fail("data.mean", format!("{:?} must be finite", self.data.mean));
+        }
         let t = &self.train;
         if t.m == 0 || t.batch_size == 0 || !t.batch_size.is_multiple_of(t.m) || t.batch_size / t.m < 2 {
             return fail(
@@ -463,6 +487,25 @@ mod tests {
         assert!(err(&["optimizer.name=rmsprop"]).contains("rmsprop"));
         assert!(err(&["train.epochs"]).contains("key.path=value"));
         assert!(err(&["eval.split=banana"]).contains("eval.split"));
+        assert!(err(&["data.std=[0.2, 0.0, 0.2]"]).contains("data.std"));
+    }
+
+    #[test]
+    fn normalisation_reaches_both_transforms_and_defaults_to_imagenet() {
+        let sets = [
+            "data.mean=[0.5, 0.45, 0.4]".to_string(),
+            "data.std=[0.004, 0.004, 0.004]".to_string(),
+        ];
+        let config = TrainConfig::resolve(None, &Shortcuts::default(), &sets).unwrap();
+        for t in [
+            crate::data::train_transform(&config.data),
+            crate::data::eval_transform(&config.data),
+        ] {
+            assert_eq!((t.mean, t.std), ([0.5, 0.45, 0.4], [0.004; 3]));
+        }
+        let default = TrainConfig::resolve(None, &Shortcuts::default(), &[]).unwrap();
+        assert_eq!(default.data.mean, dml_data::transform::IMAGENET_MEAN);
+        assert_eq!(default.data.std, dml_data::transform::IMAGENET_STD);
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub fn train_transform(data: &DataConfig) -> TransformConfig {
                 scale: (0.25, 1.0),
                 ratio: (3.0 / 4.0, 4.0 / 3.0),
             },
+            mean: data.mean,
+            std: data.std,
             ..TransformConfig::train(data.image_size)
         }
     } else {
@@ -109,6 +111,8 @@ pub fn eval_transform(data: &DataConfig) -> TransformConfig {
     TransformConfig {
         resize: Some(data.image_size),
         crop: Crop::Center { size: data.image_size },
+        mean: data.mean,
+        std: data.std,
         ..TransformConfig::eval(data.image_size)
     }
 }
@@ -159,6 +163,8 @@ mod tests {
             threads: 1,
             synth_images: 10,
             synth_size: 32,
+            mean: dml_data::transform::IMAGENET_MEAN,
+            std: dml_data::transform::IMAGENET_STD,
         };
         let e = resolve_manifest(&data).unwrap_err().to_string();
         assert!(e.contains("/no/such/manifest.csv") && e.contains("synth"), "{e}");
