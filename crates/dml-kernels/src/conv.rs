@@ -446,7 +446,7 @@ pub(crate) fn backward_channel_major(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The convolution by its definition, in `f64`.
@@ -487,7 +487,9 @@ mod tests {
             .collect()
     }
 
-    fn shapes() -> Vec<Conv2dShape> {
+    /// Geometries that cover every path of the unfolding: padding on either side, strides,
+    /// maps smaller than the kernel, a 7 × 7 stem and a 1 × 1 projection.
+    pub(crate) fn shapes() -> Vec<Conv2dShape> {
         let base = Conv2dShape {
             batch: 3,
             channels: 4,

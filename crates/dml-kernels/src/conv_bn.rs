@@ -210,6 +210,7 @@ pub fn conv_bn_train_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conv::tests::shapes;
     use crate::conv::{available, conv2d, conv2d_backward};
     use crate::norm::{batch_norm_train, batch_norm_train_backward};
 
@@ -219,34 +220,12 @@ mod tests {
             .collect()
     }
 
-    fn shapes() -> Vec<Conv2dShape> {
-        let base = Conv2dShape {
-            batch: 3,
-            channels: 4,
-            height: 9,
-            width: 7,
-            out_channels: 5,
-            kernel: [3, 3],
-            stride: [1, 1],
-            padding: [(1, 1), (1, 1)],
-        };
-        vec![
-            base,
-            Conv2dShape {
-                kernel: [3, 2],
-                stride: [2, 3],
-                padding: [(0, 2), (1, 0)],
-                ..base
-            },
-            Conv2dShape {
-                kernel: [1, 1],
-                stride: [2, 2],
-                padding: [(0, 0), (0, 0)],
-                out_channels: 70,
-                ..base
-            },
-        ]
-    }
+    /// Both operand gradients.
+    const BOTH: Wanted = Wanted {
+        input: true,
+        weight: true,
+        bias: false,
+    };
 
     /// `max(v, 0)` applied to a buffer, keeping NaN.
     fn rectified(v: &[f32]) -> Vec<f32> {
@@ -304,11 +283,7 @@ mod tests {
                     bn,
                     relu,
                     &g,
-                    Wanted {
-                        input: true,
-                        weight: true,
-                        bias: false,
-                    },
+                    BOTH,
                 )
                 .unwrap();
                 // The reference chain backward: ReLU mask, batch norm, convolution.
@@ -330,18 +305,7 @@ mod tests {
                     &masked,
                 )
                 .unwrap();
-                let conv_grads = conv2d_backward(
-                    &s,
-                    &x,
-                    &w,
-                    &bn_grads.input,
-                    Wanted {
-                        input: true,
-                        weight: true,
-                        bias: false,
-                    },
-                )
-                .unwrap();
+                let conv_grads = conv2d_backward(&s, &x, &w, &bn_grads.input, BOTH).unwrap();
                 // The tolerance covers f32 summation order only: the fused pass sums each channel's
                 // row in the same lanes, but the products see a differently rounded ∂z.
                 assert_close(&grads.gamma, &bn_grads.gamma, 1e-4, &format!("{label}: ∂γ"));
@@ -397,21 +361,8 @@ mod tests {
             epsilon: 1e-5,
         };
         let fwd = conv_bn_train(&s, &x, &w, bn, true).unwrap();
-        let grads = conv_bn_train_backward(
-            &s,
-            &x,
-            &w,
-            (&fwd.conv, &fwd.mean, &fwd.variance),
-            bn,
-            true,
-            &g,
-            Wanted {
-                input: true,
-                weight: true,
-                bias: false,
-            },
-        )
-        .unwrap();
+        let grads =
+            conv_bn_train_backward(&s, &x, &w, (&fwd.conv, &fwd.mean, &fwd.variance), bn, true, &g, BOTH).unwrap();
         // f32 forward passes: a step of 1e-2 keeps the rounding error of the difference quotient
         // near 1e-4, and the 3e-3 tolerance leaves room for it; for these inputs no output
         // crosses the ReLU kink within the step (a crossing would show as a mismatch here).
