@@ -310,7 +310,7 @@ pub fn conv2d(s: &Conv2dShape, input: &[f32], weight: &[f32], bias: Option<&[f32
     }
     let (hw, o) = (s.out_plane(), s.out_channels);
     let mut out = with_scratch(o * s.batch * hw, |y| {
-        conv2d_channel_major(s, input, weight, y);
+        conv2d_channel_major(s, input, weight, y, None);
         swap_leading(y, o, s.batch, hw)
     });
     // [O, B, HW] was reordered to [B, O, HW] above; the bias is added per plane.
@@ -325,11 +325,18 @@ pub fn conv2d(s: &Conv2dShape, input: &[f32], weight: &[f32], bias: Option<&[f32
 
 /// The convolution without bias, written channel-major: `y` `[O, B·Ho·Wo]` (every entry is
 /// written). This is the layout the product yields; the fused convolution + batch norm reads it
-/// as is, one contiguous row per channel.
-pub(crate) fn conv2d_channel_major(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f32]) {
+/// as is, one contiguous row per channel. The input is unfolded into `cols` `[K, B·Ho·Wo]` when
+/// given (for a caller that keeps it for the weight gradient), else into a work buffer.
+pub(crate) fn conv2d_channel_major(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    y: &mut [f32],
+    cols: Option<&mut [f32]>,
+) {
     let (k, o) = (s.depth(), s.out_channels);
     let n = s.batch * s.out_plane();
-    with_scratch(k * n, |cols| {
+    let mut multiply = |cols: &mut [f32]| {
         im2col(s, input, cols);
         product(
             &mut y[..o * n],
@@ -345,7 +352,11 @@ pub(crate) fn conv2d_channel_major(s: &Conv2dShape, input: &[f32], weight: &[f32
                 cs: 1,
             },
         );
-    });
+    };
+    match cols {
+        Some(cols) => multiply(&mut cols[..k * n]),
+        None => with_scratch(k * n, multiply),
+    }
 }
 
 /// The gradients of [`conv2d`] from the output gradient `grad` `[B, O, Ho, Wo]`:
@@ -387,24 +398,25 @@ pub fn conv2d_backward(
     s.check(input.len(), weight.len(), Some(grad.len()))?;
     // [B, O, HW] → [O, B, HW] = ∂Y as [O, N].
     let dy = swap_leading(grad, s.batch, s.out_channels, s.out_plane());
-    Ok(backward_channel_major(s, input, weight, &dy, wanted))
+    Ok(backward_channel_major(s, input, weight, &dy, None, wanted))
 }
 
-/// [`conv2d_backward`] from the output gradient laid out channel-major, `dy` `[O, B·Ho·Wo]`
-/// (the shapes must have been checked).
+/// [`conv2d_backward`] from the output gradient laid out channel-major, `dy` `[O, B·Ho·Wo]`,
+/// and the forward pass's unfolded input `[K, B·Ho·Wo]` when it was kept (else the input is
+/// unfolded again); the shapes must have been checked.
 pub(crate) fn backward_channel_major(
     s: &Conv2dShape,
     input: &[f32],
     weight: &[f32],
     dy: &[f32],
+    unfolded: Option<&[f32]>,
     wanted: Wanted,
 ) -> Conv2dGrads {
     let (k, o) = (s.depth(), s.out_channels);
     let n = s.batch * s.out_plane();
     let dy_view = View { data: dy, rs: n, cs: 1 };
     let weight_grad = wanted.weight.then(|| {
-        with_scratch(k * n, |cols| {
-            im2col(s, input, cols);
+        let from_unfolded = |cols: &[f32]| {
             // ∂Wᵀ [K, O] = X̃ ∂Yᵀ rather than ∂W = ∂Y X̃ᵀ: both operands run along N, so one of
             // them must be packed transposed, and ∂Y has fewer rows (O) than X̃ (K = C·kh·kw).
             // The small [K, O] result is transposed afterwards.
@@ -416,7 +428,14 @@ pub(crate) fn backward_channel_major(
             };
             product(&mut dwt, [k, o, n], cols, View { data: dy, rs: 1, cs: n });
             swap_leading(&dwt, k, o, 1)
-        })
+        };
+        match unfolded {
+            Some(cols) => from_unfolded(&cols[..k * n]),
+            None => with_scratch(k * n, |cols| {
+                im2col(s, input, cols);
+                from_unfolded(cols)
+            }),
+        }
     });
     let input_grad = wanted.input.then(|| {
         with_scratch(k * n, |dcols| {

@@ -21,18 +21,28 @@ use rayon::prelude::*;
 
 use crate::conv::{Conv2dGrads, Conv2dShape, Wanted, backward_channel_major, conv2d_channel_major, with_scratch};
 use crate::norm::{inv_std, lane_sum, per_channel, scale_shift};
+use crate::shared::Buffer;
 
 /// The output of [`conv_bn_train`] and what its backward pass needs.
 pub struct ConvBnForward {
     /// The block's output `[B, O, Ho, Wo]`.
     pub output: Vec<f32>,
     /// The convolution's output `Z` before normalisation, channel-major `[O, B·Ho·Wo]`.
-    pub conv: Vec<f32>,
+    pub conv: Buffer,
+    /// The unfolded input `[C·kh·kw, B·Ho·Wo]`, kept for the weight gradient when it takes at
+    /// most [`KEEP_UNFOLDED_BYTES`] (larger ones are unfolded again in the backward pass).
+    pub unfolded: Option<Buffer>,
     /// `μ` `[O]`.
     pub mean: Vec<f32>,
     /// `σ²` `[O]`, biased (as Burn's batch norm feeds it to the running statistics).
     pub variance: Vec<f32>,
 }
+
+/// The largest unfolded input [`conv_bn_train`] keeps for the backward pass: 64 MiB. The small
+/// CNN's and ResNet-18's (112², batch 32) are all below it and are not unfolded twice; a 3 × 3
+/// convolution of ResNet-50's first stage at 224² is four times as large, and memory matters
+/// more there than one more pass over the input.
+pub const KEEP_UNFOLDED_BYTES: usize = 64 << 20;
 
 /// The gradients of [`conv_bn_train`].
 pub struct ConvBnGrads {
@@ -94,8 +104,11 @@ pub fn conv_bn_train(
     let (o, hw) = (s.out_channels, s.out_plane());
     bn.check(o, &[])?;
     let n = s.batch * hw;
-    let mut conv = vec![0.0f32; o * n];
-    conv2d_channel_major(s, input, weight, &mut conv);
+    // Both buffers are fully written before they are read.
+    let mut conv = Buffer::take(o * n);
+    let k = s.depth();
+    let mut unfolded = (k * n * 4 <= KEEP_UNFOLDED_BYTES).then(|| Buffer::take(k * n));
+    conv2d_channel_major(s, input, weight, &mut conv, unfolded.as_deref_mut());
     let count = n.max(1) as f64;
     let z = &conv;
     let (output, mean, variance) = per_channel([s.batch, o, hw], |c| {
@@ -117,13 +130,14 @@ pub fn conv_bn_train(
     Ok(ConvBnForward {
         output,
         conv,
+        unfolded,
         mean,
         variance,
     })
 }
 
 /// The backward pass of [`conv_bn_train`] from the output gradient `grad` `[B, O, Ho, Wo]`,
-/// given the forward pass's `conv`, `mean` and `variance`. `∂γ` and `∂β` are always computed,
+/// given the forward pass's `conv`, `mean`, `variance` and, when it kept it, `unfolded`. `∂γ` and `∂β` are always computed,
 /// `∂x` and `∂W` as `wanted` says (its `bias` is ignored).
 ///
 /// # Errors
@@ -136,19 +150,28 @@ pub fn conv_bn_train_backward(
     s: &Conv2dShape,
     input: &[f32],
     weight: &[f32],
-    forward: (&[f32], &[f32], &[f32]),
+    forward: (&[f32], &[f32], &[f32], Option<&[f32]>),
     bn: BnParams,
     relu: bool,
     grad: &[f32],
     wanted: Wanted,
 ) -> Result<ConvBnGrads, String> {
-    let (conv, mean, variance) = forward;
+    let (conv, mean, variance, unfolded) = forward;
     s.check(input.len(), weight.len(), Some(grad.len()))?;
     let (o, hw) = (s.out_channels, s.out_plane());
     bn.check(o, &[mean, variance])?;
     let n = s.batch * hw;
     if conv.len() != o * n {
         return Err(format!("convolution output of {} values for [{o}, {n}]", conv.len()));
+    }
+    if let Some(cols) = unfolded
+        && cols.len() != s.depth() * n
+    {
+        return Err(format!(
+            "unfolded input of {} values for [{}, {n}]",
+            cols.len(),
+            s.depth()
+        ));
     }
     let count = n.max(1) as f64;
     // ∂Z, channel-major, in a reused work buffer (every entry is written): each channel's row is
@@ -196,7 +219,7 @@ pub fn conv_bn_train_backward(
             sums.into_iter().unzip()
         };
         let Conv2dGrads { input, weight, .. } =
-            backward_channel_major(s, input, weight, dz, Wanted { bias: false, ..wanted });
+            backward_channel_major(s, input, weight, dz, unfolded, Wanted { bias: false, ..wanted });
         ConvBnGrads {
             input,
             weight,
@@ -279,13 +302,29 @@ mod tests {
                     &s,
                     &x,
                     &w,
-                    (&fused.conv, &fused.mean, &fused.variance),
+                    (&fused.conv, &fused.mean, &fused.variance, fused.unfolded.as_deref()),
                     bn,
                     relu,
                     &g,
                     BOTH,
                 )
                 .unwrap();
+                // Without the kept unfolded input the backward pass unfolds it again: the same
+                // values, bit for bit.
+                assert!(fused.unfolded.is_some(), "{label}: small inputs are kept");
+                let unfolded_again = conv_bn_train_backward(
+                    &s,
+                    &x,
+                    &w,
+                    (&fused.conv, &fused.mean, &fused.variance, None),
+                    bn,
+                    relu,
+                    &g,
+                    BOTH,
+                )
+                .unwrap();
+                assert_eq!(grads.weight, unfolded_again.weight, "{label}: ∂W unfolded again");
+                assert_eq!(grads.input, unfolded_again.input, "{label}: ∂x unfolded again");
                 // The reference chain backward: ReLU mask, batch norm, convolution.
                 let masked: Vec<f32> = if relu {
                     g.iter()
@@ -361,8 +400,17 @@ mod tests {
             epsilon: 1e-5,
         };
         let fwd = conv_bn_train(&s, &x, &w, bn, true).unwrap();
-        let grads =
-            conv_bn_train_backward(&s, &x, &w, (&fwd.conv, &fwd.mean, &fwd.variance), bn, true, &g, BOTH).unwrap();
+        let grads = conv_bn_train_backward(
+            &s,
+            &x,
+            &w,
+            (&fwd.conv, &fwd.mean, &fwd.variance, fwd.unfolded.as_deref()),
+            bn,
+            true,
+            &g,
+            BOTH,
+        )
+        .unwrap();
         // f32 forward passes: a step of 1e-2 keeps the rounding error of the difference quotient
         // near 1e-4, and the 3e-3 tolerance leaves room for it; for these inputs no output
         // crosses the ReLU kink within the step (a crossing would show as a mismatch here).

@@ -15,6 +15,8 @@ pub mod pool;
 pub mod sgemm;
 mod shared;
 
+pub use shared::Buffer;
+
 /// Native-endian `f32` values viewed in raw bytes (tensor data of dtype `f32`): borrowed when the
 /// bytes are 4-byte aligned (as the CPU backends allocate them), else copied.
 ///

@@ -25,6 +25,7 @@ use burn::nn::BatchNorm;
 use burn::nn::conv::Conv2d;
 use burn::tensor::activation::relu;
 use burn::tensor::{Tensor, TensorData};
+use dml_kernels::Buffer;
 use dml_kernels::conv::{Conv2dShape, Wanted};
 use dml_kernels::conv_bn::{self as kernels, BnParams};
 
@@ -47,7 +48,9 @@ struct Saved {
     gamma: Vec<f32>,
     beta: Vec<f32>,
     /// `Z` `[O, B·Ho·Wo]`.
-    conv: Vec<f32>,
+    conv: Buffer,
+    /// The unfolded input, when the kernel kept it for the weight gradient.
+    unfolded: Option<Buffer>,
     mean: Vec<f32>,
     variance: Vec<f32>,
 }
@@ -150,6 +153,7 @@ fn forward<B: Backend + HostRead>(
             gamma,
             beta,
             conv: out.conv,
+            unfolded: out.unfolded,
             mean: out.mean,
             variance: out.variance,
         })
@@ -183,7 +187,7 @@ impl<B: Backend + HostRead> Backward<B, 4> for HostConvBnBackward {
                         &s,
                         xs,
                         ws,
-                        (&saved.conv, &saved.mean, &saved.variance),
+                        (&saved.conv, &saved.mean, &saved.variance, saved.unfolded.as_deref()),
                         state.params(),
                         state.relu,
                         g,
