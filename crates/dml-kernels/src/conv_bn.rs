@@ -27,6 +27,13 @@ use crate::shared::Buffer;
 pub struct ConvBnForward {
     /// The block's output `[B, O, Ho, Wo]`.
     pub output: Vec<f32>,
+    /// What [`conv_bn_train_backward`] reads.
+    pub saved: ConvBnSaved,
+}
+
+/// What the forward pass of a block leaves for its backward pass.
+#[derive(Debug)]
+pub struct ConvBnSaved {
     /// The convolution's output `Z` before normalisation, channel-major `[O, B·Ho·Wo]`.
     pub conv: Buffer,
     /// The unfolded input `[C·kh·kw, B·Ho·Wo]`, kept for the weight gradient when it takes at
@@ -129,15 +136,17 @@ pub fn conv_bn_train(
     });
     Ok(ConvBnForward {
         output,
-        conv,
-        unfolded,
-        mean,
-        variance,
+        saved: ConvBnSaved {
+            conv,
+            unfolded,
+            mean,
+            variance,
+        },
     })
 }
 
 /// The backward pass of [`conv_bn_train`] from the output gradient `grad` `[B, O, Ho, Wo]`,
-/// given the forward pass's `conv`, `mean`, `variance` and, when it kept it, `unfolded`. `∂γ` and `∂β` are always computed,
+/// given what the forward pass saved. `∂γ` and `∂β` are always computed,
 /// `∂x` and `∂W` as `wanted` says (its `bias` is ignored).
 ///
 /// # Errors
@@ -150,13 +159,14 @@ pub fn conv_bn_train_backward(
     s: &Conv2dShape,
     input: &[f32],
     weight: &[f32],
-    forward: (&[f32], &[f32], &[f32], Option<&[f32]>),
+    saved: &ConvBnSaved,
     bn: BnParams,
     relu: bool,
     grad: &[f32],
     wanted: Wanted,
 ) -> Result<ConvBnGrads, String> {
-    let (conv, mean, variance, unfolded) = forward;
+    let (conv, mean, variance) = (&saved.conv[..], &saved.mean[..], &saved.variance[..]);
+    let unfolded = saved.unfolded.as_deref();
     s.check(input.len(), weight.len(), Some(grad.len()))?;
     let (o, hw) = (s.out_channels, s.out_plane());
     bn.check(o, &[mean, variance])?;
@@ -294,35 +304,22 @@ mod tests {
                     norm.output.clone()
                 };
                 assert_close(&fused.output, &want, 1e-5, &format!("{label}: output"));
-                assert_close(&fused.mean, &norm.mean, 1e-5, &format!("{label}: mean"));
-                assert_close(&fused.variance, &norm.variance, 1e-5, &format!("{label}: variance"));
+                assert_close(&fused.saved.mean, &norm.mean, 1e-5, &format!("{label}: mean"));
+                assert_close(
+                    &fused.saved.variance,
+                    &norm.variance,
+                    1e-5,
+                    &format!("{label}: variance"),
+                );
 
                 let g = values(fused.output.len(), 3);
-                let grads = conv_bn_train_backward(
-                    &s,
-                    &x,
-                    &w,
-                    (&fused.conv, &fused.mean, &fused.variance, fused.unfolded.as_deref()),
-                    bn,
-                    relu,
-                    &g,
-                    BOTH,
-                )
-                .unwrap();
+                let grads = conv_bn_train_backward(&s, &x, &w, &fused.saved, bn, relu, &g, BOTH).unwrap();
                 // Without the kept unfolded input the backward pass unfolds it again: the same
                 // values, bit for bit.
-                assert!(fused.unfolded.is_some(), "{label}: small inputs are kept");
-                let unfolded_again = conv_bn_train_backward(
-                    &s,
-                    &x,
-                    &w,
-                    (&fused.conv, &fused.mean, &fused.variance, None),
-                    bn,
-                    relu,
-                    &g,
-                    BOTH,
-                )
-                .unwrap();
+                assert!(fused.saved.unfolded.is_some(), "{label}: small inputs are kept");
+                let mut again = conv_bn_train(&s, &x, &w, bn, relu).unwrap().saved;
+                again.unfolded = None;
+                let unfolded_again = conv_bn_train_backward(&s, &x, &w, &again, bn, relu, &g, BOTH).unwrap();
                 assert_eq!(grads.weight, unfolded_again.weight, "{label}: ∂W unfolded again");
                 assert_eq!(grads.input, unfolded_again.input, "{label}: ∂x unfolded again");
                 // The reference chain backward: ReLU mask, batch norm, convolution.
@@ -400,17 +397,7 @@ mod tests {
             epsilon: 1e-5,
         };
         let fwd = conv_bn_train(&s, &x, &w, bn, true).unwrap();
-        let grads = conv_bn_train_backward(
-            &s,
-            &x,
-            &w,
-            (&fwd.conv, &fwd.mean, &fwd.variance, fwd.unfolded.as_deref()),
-            bn,
-            true,
-            &g,
-            BOTH,
-        )
-        .unwrap();
+        let grads = conv_bn_train_backward(&s, &x, &w, &fwd.saved, bn, true, &g, BOTH).unwrap();
         // f32 forward passes: a step of 1e-2 keeps the rounding error of the difference quotient
         // near 1e-4, and the 3e-3 tolerance leaves room for it; for these inputs no output
         // crosses the ReLU kink within the step (a crossing would show as a mismatch here).

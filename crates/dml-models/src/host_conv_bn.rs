@@ -25,9 +25,8 @@ use burn::nn::BatchNorm;
 use burn::nn::conv::Conv2d;
 use burn::tensor::activation::relu;
 use burn::tensor::{Tensor, TensorData};
-use dml_kernels::Buffer;
 use dml_kernels::conv::{Conv2dShape, Wanted};
-use dml_kernels::conv_bn::{self as kernels, BnParams};
+use dml_kernels::conv_bn::{self as kernels, BnParams, ConvBnSaved};
 
 use crate::host_bn::{batch_norm, trains_on_host, update_running_statistics};
 use crate::host_conv::{conv2d, host_shape};
@@ -47,12 +46,8 @@ pub(crate) struct BlockState {
 struct Saved {
     gamma: Vec<f32>,
     beta: Vec<f32>,
-    /// `Z` `[O, B·Ho·Wo]`.
-    conv: Buffer,
-    /// The unfolded input, when the kernel kept it for the weight gradient.
-    unfolded: Option<Buffer>,
-    mean: Vec<f32>,
-    variance: Vec<f32>,
+    /// The convolution's output, batch statistics and unfolded input.
+    block: ConvBnSaved,
 }
 
 impl BlockState {
@@ -152,10 +147,7 @@ fn forward<B: Backend + HostRead>(
         .set(Saved {
             gamma,
             beta,
-            conv: out.conv,
-            unfolded: out.unfolded,
-            mean: out.mean,
-            variance: out.variance,
+            block: out.saved,
         })
         .expect("each block forward pass has its own state");
     output
@@ -183,16 +175,7 @@ impl<B: Backend + HostRead> Backward<B, 4> for HostConvBnBackward {
         let out = B::with_f32s(x, |xs| {
             B::with_f32s(weight, |ws| {
                 B::with_f32s(grad, |g| {
-                    kernels::conv_bn_train_backward(
-                        &s,
-                        xs,
-                        ws,
-                        (&saved.conv, &saved.mean, &saved.variance, saved.unfolded.as_deref()),
-                        state.params(),
-                        state.relu,
-                        g,
-                        wanted,
-                    )
+                    kernels::conv_bn_train_backward(&s, xs, ws, &saved.block, state.params(), state.relu, g, wanted)
                 })
             })
         })
@@ -271,10 +254,10 @@ pub(crate) fn conv_bn(conv: &Conv2d, bn: &BatchNorm, x: Tensor<4>, relu_after: b
     match &conv.bias {
         Some(bias) => {
             let bias: Vec<f32> = bias.val().into_data().convert::<f32>().to_vec().expect("f32 values");
-            let mean: Vec<f32> = saved.mean.iter().zip(&bias).map(|(m, b)| m + b).collect();
-            update_running_statistics(bn, &mean, &saved.variance, &device);
+            let mean: Vec<f32> = saved.block.mean.iter().zip(&bias).map(|(m, b)| m + b).collect();
+            update_running_statistics(bn, &mean, &saved.block.variance, &device);
         }
-        None => update_running_statistics(bn, &saved.mean, &saved.variance, &device),
+        None => update_running_statistics(bn, &saved.block.mean, &saved.block.variance, &device),
     }
     Tensor::from_dispatch(out)
 }
