@@ -121,15 +121,20 @@ pub fn max_pool2d(s: &Pool2dShape, input: &[f32]) -> Result<(Vec<f32>, Vec<u32>)
     // The 2 × 2, stride-2 windows of the small CNN, all inside the input: a loop with no table.
     let pairs =
         s.kernel == [2, 2] && s.stride == [2, 2] && s.dilation == [1, 1] && s.padding == [(0, 0); 2] && !s.ceil_mode;
-    output
-        .par_chunks_mut(out_plane)
-        .zip(index.par_chunks_mut(out_plane))
-        .enumerate()
-        .for_each(|(p, (out, idx))| {
+    // One task per channel, over every image, as the fused convolution block that wrote the input
+    // splits its work: each thread then reads mostly what it wrote itself (a plane another core
+    // wrote is read at a fraction of the speed, measured: 3.5 → 2.2 ms for the small CNN's first
+    // pooling).
+    let (out_planes, idx_planes) = (Planes::new(&mut output, out_plane), Planes::new(&mut index, out_plane));
+    (0..s.channels).into_par_iter().for_each(|c| {
+        for b in 0..s.batch {
+            let p = b * s.channels + c;
+            // SAFETY: plane p = (b, c) belongs to channel c's task alone.
+            let (out, idx) = unsafe { (out_planes.plane(p), idx_planes.plane(p)) };
             let src = &input[p * plane..][..plane];
             if pairs {
                 pool_pairs(src, s.width, out, idx, wo);
-                return;
+                continue;
             }
             for (y, &(first_y, count_y)) in rows.iter().enumerate() {
                 for (x, &(first_x, count_x)) in cols.iter().enumerate() {
@@ -149,8 +154,42 @@ pub fn max_pool2d(s: &Pool2dShape, input: &[f32]) -> Result<(Vec<f32>, Vec<u32>)
                     idx[y * wo + x] = at;
                 }
             }
-        });
+        }
+    });
     Ok((output, index))
+}
+
+/// A buffer of equal planes, handed out to parallel tasks that each own different planes.
+struct Planes<T> {
+    ptr: *mut T,
+    planes: usize,
+    len: usize,
+}
+
+// SAFETY: planes are only reached through `plane`, whose callers guarantee exclusive access.
+unsafe impl<T: Send> Send for Planes<T> {}
+unsafe impl<T: Send> Sync for Planes<T> {}
+
+impl<T> Planes<T> {
+    /// `buffer` as planes of `len` values (the buffer must outlive every plane handed out).
+    fn new(buffer: &mut [T], len: usize) -> Self {
+        Self {
+            ptr: buffer.as_mut_ptr(),
+            planes: buffer.len() / len.max(1),
+            len,
+        }
+    }
+
+    /// Plane `p`.
+    ///
+    /// # Safety
+    /// No other reference to plane `p` may exist while the returned one is used.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn plane(&self, p: usize) -> &mut [T] {
+        assert!(p < self.planes, "plane {p} of {}", self.planes);
+        // SAFETY: in bounds (asserted); exclusive by the caller's guarantee.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(p * self.len), self.len) }
+    }
 }
 
 /// One plane of a 2 × 2, stride-2 max pooling without padding: output row `y` reads input rows
@@ -160,22 +199,21 @@ fn pool_pairs(src: &[f32], width: usize, out: &mut [f32], idx: &mut [u32], wo: u
         let top = 2 * y * width;
         let (upper, lower) = (&src[top..][..2 * wo], &src[top + width..][..2 * wo]);
         let (top, width) = (top as u32, width as u32);
-        for x in 0..wo {
-            // Value and offset are chosen by selects, not branches: on real activations which of the
-            // four wins is unpredictable, and mispredicted branches made this loop several times
-            // slower than its memory traffic.
-            let (mut best, mut at) = (upper[2 * x], 0u32);
-            for (v, offset) in [
-                (upper[2 * x + 1], 1),
-                (lower[2 * x], width),
-                (lower[2 * x + 1], width + 1),
-            ] {
-                let take = v > best || v.is_nan();
-                best = if take { v } else { best };
-                at = if take { offset } else { at };
+        // Value and offset are chosen without branches (bit masks): on real activations which of
+        // the four wins is unpredictable, and mispredicted branches made this loop several times
+        // slower than its memory traffic. Pairs of columns as exact chunks, so the loop has no
+        // bounds checks either.
+        let windows = upper.chunks_exact(2).zip(lower.chunks_exact(2));
+        for (x, ((u, l), (o, i))) in windows.zip(out_row.iter_mut().zip(idx_row.iter_mut())).enumerate() {
+            let (mut best, mut at) = (u[0], 0u32);
+            for (v, offset) in [(u[1], 1), (l[0], width), (l[1], width + 1)] {
+                // All-ones when v takes the window.
+                let take = 0u32.wrapping_sub(u32::from(v > best || v.is_nan()));
+                best = f32::from_bits(best.to_bits() ^ ((best.to_bits() ^ v.to_bits()) & take));
+                at ^= (at ^ offset) & take;
             }
-            out_row[x] = best;
-            idx_row[x] = top + 2 * x as u32 + at;
+            *o = best;
+            *i = top + 2 * x as u32 + at;
         }
     }
 }
