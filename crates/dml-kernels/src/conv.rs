@@ -501,9 +501,7 @@ pub(crate) mod tests {
     }
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 500.0) / 400.0)
-            .collect()
+        crate::shared::test_values(n, seed, 500.0, 400.0)
     }
 
     /// Geometries that cover every path of the unfolding: padding on either side, strides,

@@ -248,9 +248,7 @@ mod tests {
     use crate::norm::{batch_norm_train, batch_norm_train_backward};
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 450.0) / 350.0)
-            .collect()
+        crate::shared::test_values(n, seed, 450.0, 350.0)
     }
 
     /// Both operand gradients.

@@ -188,9 +188,7 @@ mod tests {
     use super::*;
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 400.0) / 300.0)
-            .collect()
+        crate::shared::test_values(n, seed, 400.0, 300.0)
     }
 
     #[test]

@@ -259,9 +259,7 @@ mod tests {
     use super::*;
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 500.0) / 400.0)
-            .collect()
+        crate::shared::test_values(n, seed, 500.0, 400.0)
     }
 
     /// The definition: the maximum over the in-bounds taps of each window (padding is −∞).

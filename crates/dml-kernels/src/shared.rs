@@ -130,6 +130,15 @@ impl Drop for Buffer {
     }
 }
 
+/// Deterministic test values `((i·7919 + seed·104729) mod 1000 − offset) / scale`: a spread of
+/// magnitudes and signs that reproduces exactly, shared by the kernels' tests.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: usize, offset: f32, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - offset) / scale)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::Buffer;
