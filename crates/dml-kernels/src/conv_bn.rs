@@ -20,7 +20,7 @@
 use rayon::prelude::*;
 
 use crate::conv::{Conv2dGrads, Conv2dShape, Wanted, backward_channel_major, conv2d_channel_major, with_scratch};
-use crate::norm::{inv_std, lane_sum, per_channel, scale_shift};
+use crate::norm::{ChannelBackward, channel_moments, per_channel, scale_shift};
 use crate::shared::Buffer;
 
 /// The output of [`conv_bn_train`] and what its backward pass needs.
@@ -120,9 +120,7 @@ pub fn conv_bn_train(
     let z = &conv;
     let (output, mean, variance) = per_channel([s.batch, o, hw], |c| {
         let row = &z[c * n..][..n];
-        let mean = lane_sum(row, row, |v, _| v as f64) / count;
-        let variance = lane_sum(row, row, |v, _| (v as f64 - mean).powi(2)) / count;
-        let (mean, variance) = (mean as f32, variance as f32);
+        let (mean, variance) = channel_moments(std::iter::once(row), count);
         let (scale, shift) = scale_shift(bn.gamma[c], bn.beta[c], mean, variance, bn.epsilon);
         // `start` is the NCHW offset of image b's plane of channel c; its values are the b-th run
         // of the channel's row of Z.
@@ -192,9 +190,8 @@ pub fn conv_bn_train_backward(
             .enumerate()
             .map(|(c, out)| {
                 let row = &conv[c * n..][..n];
-                let (mu, inv) = (mean[c] as f64, inv_std(variance[c], bn.epsilon));
                 let (scale, shift) = scale_shift(bn.gamma[c], bn.beta[c], mean[c], variance[c], bn.epsilon);
-                let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
+                let mut channel = ChannelBackward::new(mean[c], variance[c], bn.epsilon);
                 // First pass: ∂y (the gradient through ReLU, zero where the output was clipped) into
                 // `out`, and its two sums.
                 for b in 0..s.batch {
@@ -210,17 +207,14 @@ pub fn conv_bn_train_backward(
                     } else {
                         dst.copy_from_slice(g);
                     }
-                    d_beta += lane_sum(dst, dst, |g, _| g as f64);
-                    d_gamma += lane_sum(zr, dst, |v, g| g as f64 * (v as f64 - mu)) * inv;
+                    channel.add_run(zr, dst);
                 }
-                // Second pass: ∂z, per element in f32 as Burn's batch norm computes it.
-                let k = (bn.gamma[c] as f64 * inv) as f32;
-                let (shift_b, shift_g) = ((d_beta / count) as f32, (d_gamma / count) as f32);
-                let (mu, inv) = (mu as f32, inv as f32);
+                // Second pass: ∂z.
+                let (sums, dz) = channel.finish(bn.gamma[c], count);
                 for (d, &v) in out.iter_mut().zip(row) {
-                    *d = k * (*d - shift_b - (v - mu) * inv * shift_g);
+                    *d = dz(v, *d);
                 }
-                (d_gamma as f32, d_beta as f32)
+                sums
             })
             .collect();
         let (gamma_grad, beta_grad) = if n == 0 {

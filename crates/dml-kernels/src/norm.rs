@@ -44,7 +44,7 @@ fn check(x: usize, [batch, channels, plane]: [usize; 3], per_channel: &[usize]) 
 }
 
 /// The values of channel `c`: `batch` runs of `plane`.
-fn runs(x: &[f32], c: usize, [batch, channels, plane]: [usize; 3]) -> impl Iterator<Item = &[f32]> {
+fn runs(x: &[f32], c: usize, [batch, channels, plane]: [usize; 3]) -> impl Iterator<Item = &[f32]> + Clone {
     (0..batch).map(move |b| &x[(b * channels + c) * plane..][..plane])
 }
 
@@ -85,7 +85,7 @@ where
 
 /// `Σ_i f(a_i, b_i)` in `f64` over eight independent partial sums: one running sum is bound by
 /// the latency of each addition.
-pub(crate) fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
+fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
     let mut acc = [0.0f64; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(&x, &y)| f(x, y)).sum();
@@ -98,7 +98,7 @@ pub(crate) fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64
 }
 
 /// `1/√(σ² + ε)`.
-pub(crate) fn inv_std(variance: f32, epsilon: f64) -> f64 {
+fn inv_std(variance: f32, epsilon: f64) -> f64 {
     1.0 / (variance as f64 + epsilon).sqrt()
 }
 
@@ -108,6 +108,54 @@ pub(crate) fn inv_std(variance: f32, epsilon: f64) -> f64 {
 pub(crate) fn scale_shift(gamma: f32, beta: f32, mean: f32, variance: f32, epsilon: f64) -> (f32, f32) {
     let scale = (gamma as f64 * inv_std(variance, epsilon)) as f32;
     (scale, beta - mean * scale)
+}
+
+/// `(μ, σ²)` (biased) of one channel whose values are `runs`: two passes in `f64`.
+pub(crate) fn channel_moments<'a>(runs: impl Iterator<Item = &'a [f32]> + Clone, count: f64) -> (f32, f32) {
+    let mean = runs.clone().map(|r| lane_sum(r, r, |v, _| v as f64)).sum::<f64>() / count;
+    let variance = runs
+        .map(|r| lane_sum(r, r, |v, _| (v as f64 - mean).powi(2)))
+        .sum::<f64>()
+        / count;
+    (mean as f32, variance as f32)
+}
+
+/// One channel's backward pass: the sums `∂β = Σ ∂y` and `∂γ = Σ ∂y x̂` over its runs (in
+/// `f64`), then the per-element `∂x = γ/√(σ² + ε) · (∂y − ∂β/M − x̂ ∂γ/M)` in `f32`, as Burn's own
+/// batch norm computes it. The plain batch norm and the fused convolution block share it.
+pub(crate) struct ChannelBackward {
+    mu: f64,
+    inv: f64,
+    d_beta: f64,
+    d_gamma: f64,
+}
+
+impl ChannelBackward {
+    /// A channel with the forward pass's `mean` and biased `variance`.
+    pub(crate) fn new(mean: f32, variance: f32, epsilon: f64) -> Self {
+        Self {
+            mu: mean as f64,
+            inv: inv_std(variance, epsilon),
+            d_beta: 0.0,
+            d_gamma: 0.0,
+        }
+    }
+
+    /// Adds one run of inputs `x` and their output gradients `dy` to the two sums.
+    pub(crate) fn add_run(&mut self, x: &[f32], dy: &[f32]) {
+        let mu = self.mu;
+        self.d_beta += lane_sum(dy, dy, |g, _| g as f64);
+        self.d_gamma += lane_sum(x, dy, |v, g| g as f64 * (v as f64 - mu)) * self.inv;
+    }
+
+    /// `(∂γ, ∂β)` and the map `(x, ∂y) → ∂x` for a channel of `count` values.
+    pub(crate) fn finish(self, gamma: f32, count: f64) -> ((f32, f32), impl Fn(f32, f32) -> f32 + Copy) {
+        let scale = (gamma as f64 * self.inv) as f32;
+        let (shift_b, shift_g) = ((self.d_beta / count) as f32, (self.d_gamma / count) as f32);
+        let (mu, inv) = (self.mu as f32, self.inv as f32);
+        let input = move |v: f32, g: f32| scale * (g - shift_b - (v - mu) * inv * shift_g);
+        ((self.d_gamma as f32, self.d_beta as f32), input)
+    }
 }
 
 /// Batch normalisation of `x` `[B, C, H·W]` with the batch's own statistics.
@@ -125,12 +173,7 @@ pub fn batch_norm_train(
     let [batch, _, plane] = shape;
     let count = (batch * plane).max(1) as f64;
     let (output, mean, variance) = per_channel(shape, |c| {
-        let mean = runs(x, c, shape).map(|r| lane_sum(r, r, |v, _| v as f64)).sum::<f64>() / count;
-        let variance = runs(x, c, shape)
-            .map(|r| lane_sum(r, r, |v, _| (v as f64 - mean).powi(2)))
-            .sum::<f64>()
-            / count;
-        let (mean, variance) = (mean as f32, variance as f32);
+        let (mean, variance) = channel_moments(runs(x, c, shape), count);
         let (scale, shift) = scale_shift(gamma[c], beta[c], mean, variance, epsilon);
         let run = move |start: usize| x[start..start + plane].iter().map(move |&v| v * scale + shift);
         ((mean, variance), run)
@@ -158,23 +201,18 @@ pub fn batch_norm_train_backward(
     let [batch, _, plane] = shape;
     let count = (batch * plane).max(1) as f64;
     let (input, gamma_grad, beta_grad) = per_channel(shape, |c| {
-        let (mu, inv) = (mean[c] as f64, inv_std(variance[c], epsilon));
-        let (mut d_beta, mut d_gamma) = (0.0f64, 0.0f64);
+        let mut channel = ChannelBackward::new(mean[c], variance[c], epsilon);
         for (xr, gr) in runs(x, c, shape).zip(runs(grad, c, shape)) {
-            d_beta += lane_sum(gr, gr, |g, _| g as f64);
-            d_gamma += lane_sum(xr, gr, |v, g| g as f64 * (v as f64 - mu)) * inv;
+            channel.add_run(xr, gr);
         }
-        // The per-element part in f32, as Burn's own batch norm computes it.
-        let scale = (gamma[c] as f64 * inv) as f32;
-        let (shift_b, shift_g) = ((d_beta / count) as f32, (d_gamma / count) as f32);
-        let (mu, inv) = (mu as f32, inv as f32);
+        let (sums, dx) = channel.finish(gamma[c], count);
         let run = move |start: usize| {
             x[start..start + plane]
                 .iter()
                 .zip(&grad[start..start + plane])
-                .map(move |(&v, &g)| scale * (g - shift_b - (v - mu) * inv * shift_g))
+                .map(move |(&v, &g)| dx(v, g))
         };
-        ((d_gamma as f32, d_beta as f32), run)
+        (sums, run)
     });
     Ok(BatchNormGrads {
         input,
