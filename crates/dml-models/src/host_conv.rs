@@ -147,16 +147,22 @@ pub(crate) fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     }
 }
 
+/// `[(top, bottom), (left, right)]` of explicit or no padding; `None` for "same" padding, whose
+/// amounts Burn derives from the input size (the host kernels leave it to Burn).
+pub(crate) fn padding_pairs(padding: &PaddingConfig2d) -> Option<[(usize, usize); 2]> {
+    match *padding {
+        PaddingConfig2d::Valid => Some([(0, 0), (0, 0)]),
+        PaddingConfig2d::Explicit(top, left, bottom, right) => Some([(top, bottom), (left, right)]),
+        PaddingConfig2d::Same => None,
+    }
+}
+
 /// The host geometry of `conv` on `x`, when the host path applies. Anything it cannot check
 /// (a channel mismatch, a kernel larger than the input) goes to Burn, which reports it.
 pub(crate) fn host_shape(conv: &Conv2d, x: &Tensor<4>) -> Option<Conv2dShape> {
     let [batch, channels, height, width] = x.dims();
     let [out_channels, in_channels, kh, kw] = conv.weight.dims();
-    let padding = match conv.padding {
-        PaddingConfig2d::Valid => [(0, 0), (0, 0)],
-        PaddingConfig2d::Explicit(top, left, bottom, right) => [(top, bottom), (left, right)],
-        PaddingConfig2d::Same => return None,
-    };
+    let padding = padding_pairs(&conv.padding)?;
     let usable = is_cpu_device(&x.device())
         && x.dtype() == DType::F32
         && conv.weight.val().dtype() == DType::F32

@@ -251,14 +251,12 @@ pub(crate) fn conv_bn(conv: &Conv2d, bn: &BatchNorm, x: Tensor<4>, relu_after: b
     // A convolution bias shifts every value of its channel by the same amount, so training-mode
     // batch norm removes it from the output, and its gradient (the sum of ∂z over the channel) is
     // zero; the batch mean that feeds the running mean, used in inference, does include it.
-    match &conv.bias {
-        Some(bias) => {
-            let bias: Vec<f32> = bias.val().into_data().convert::<f32>().to_vec().expect("f32 values");
-            let mean: Vec<f32> = saved.block.mean.iter().zip(&bias).map(|(m, b)| m + b).collect();
-            update_running_statistics(bn, &mean, &saved.block.variance, &device);
-        }
-        None => update_running_statistics(bn, &saved.block.mean, &saved.block.variance, &device),
+    let mut mean = saved.block.mean.clone();
+    if let Some(bias) = &conv.bias {
+        let bias: Vec<f32> = bias.val().into_data().convert::<f32>().to_vec().expect("f32 values");
+        mean.iter_mut().zip(&bias).for_each(|(m, b)| *m += b);
     }
+    update_running_statistics(bn, &mean, &saved.block.variance, &device);
     Tensor::from_dispatch(out)
 }
 

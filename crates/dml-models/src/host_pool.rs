@@ -16,11 +16,11 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
-use burn::nn::PaddingConfig2d;
 use burn::nn::pool::MaxPool2d;
 use burn::tensor::{DType, Tensor, TensorData};
 use dml_kernels::pool::{self as kernels, Pool2dShape};
 
+use crate::host_conv::padding_pairs;
 use crate::host_data::HostRead;
 use crate::runtime::is_cpu_device;
 
@@ -101,11 +101,7 @@ impl<B: Backend + HostPoolOp + HostRead, C: CheckpointStrategy> HostPoolOp for A
 /// The host geometry of `pool` on `x`, when the host path applies.
 fn host_shape(pool: &MaxPool2d, x: &Tensor<4>) -> Option<Pool2dShape> {
     let [batch, channels, height, width] = x.dims();
-    let padding = match pool.padding {
-        PaddingConfig2d::Valid => [(0, 0), (0, 0)],
-        PaddingConfig2d::Explicit(top, left, bottom, right) => [(top, bottom), (left, right)],
-        PaddingConfig2d::Same => return None,
-    };
+    let padding = padding_pairs(&pool.padding)?;
     let shape = Pool2dShape {
         batch,
         channels,
@@ -136,6 +132,7 @@ pub(crate) fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
 
 #[cfg(test)]
 mod tests {
+    use burn::nn::PaddingConfig2d;
     use burn::nn::pool::MaxPool2dConfig;
     use burn::tensor::{Device, Distribution};
 
