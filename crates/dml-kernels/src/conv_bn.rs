@@ -268,10 +268,12 @@ mod tests {
     /// The fused block against the three kernels it replaces, run one after another: forward,
     /// statistics and all four gradients, with and without ReLU.
     #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
     fn fused_block_equals_convolution_then_batch_norm_then_relu() {
-        if !available() {
-            return;
-        }
+        assert!(
+            available(),
+            "dml-kernels was built on a CPU with AVX-512F but runs on one without: rebuild it"
+        );
         for s in shapes() {
             for relu in [false, true] {
                 let label = format!("{s:?} relu {relu}");
@@ -356,10 +358,12 @@ mod tests {
 
     /// Central differences in the input, the weight, γ and β of `L = Σ g ⊙ block(x)`.
     #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
     fn backward_matches_finite_differences() {
-        if !available() {
-            return;
-        }
+        assert!(
+            available(),
+            "dml-kernels was built on a CPU with AVX-512F but runs on one without: rebuild it"
+        );
         let s = Conv2dShape {
             batch: 2,
             channels: 2,

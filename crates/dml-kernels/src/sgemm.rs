@@ -379,10 +379,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
     fn tiles_edges_depth_blocks_and_strides_match_the_naive_product() {
-        if !available() {
-            return;
-        }
+        assert!(
+            available(),
+            "dml-kernels was built on a CPU with AVX-512F but runs on one without: rebuild it"
+        );
         // Edges in every dimension (m not a multiple of 6, n not of 64, k over two blocks of 256)
         // and all four storage orders; sequential and parallel. The last shape is split along its
         // depth (a convolution's weight gradient in miniature), into parts of unequal length.
@@ -423,10 +425,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
     fn untouched_beyond_the_output() {
-        if !available() {
-            return;
-        }
+        assert!(
+            available(),
+            "dml-kernels was built on a CPU with AVX-512F but runs on one without: rebuild it"
+        );
         // A 5 × 20 product written into a longer buffer leaves the tail alone (masked stores).
         let (m, n, k) = (5, 20, 4);
         let av = vec![1.0f32; m * k];
