@@ -1,39 +1,13 @@
-//! End-to-end tests of `cargo xtask synth`: determinism, the manifest's property columns,
-//! the rendered images, the claim that the class lives in the shape and not in the
-//! colour, and the no-half-written-output guarantee.
+//! `cargo xtask synth` on the command line: its defaults, and output byte-identical from
+//! run to run and to what the `dml-datasets` library (which a training run calls on first
+//! use) writes for the same settings. The renderer itself is tested in `dml-datasets`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use dml_data::{Manifest, Split};
-use xtask::synth::{SynthArgs, run};
-
-/// The property columns and their level counts that the spec promises, in manifest order.
-const EXPECTED_PROPERTIES: [(&str, u32); 10] = [
-    ("rotation", 8),
-    ("object_hue", 8),
-    ("object_saturation", 3),
-    ("object_value", 3),
-    ("background_hue", 8),
-    ("background_saturation", 3),
-    ("background_value", 3),
-    ("light_elevation", 3),
-    ("light_azimuth", 8),
-    ("camera_height", 4),
-];
-
-const CLASS_NAMES: [&str; 10] = [
-    "sphere",
-    "cube",
-    "cylinder",
-    "cone",
-    "torus",
-    "octahedron",
-    "capsule",
-    "hexagonal_prism",
-    "square_pyramid",
-    "ellipsoid",
-];
+use clap::Parser;
+use dml_data::Manifest;
+use dml_datasets::synth::{SynthConfig, generate};
 
 /// A fresh directory under the system temp dir, deleted when dropped, so that tests
 /// running in parallel (and repeated runs) never see each other's output.
@@ -60,16 +34,6 @@ impl Drop for TempDir {
     }
 }
 
-fn args(out: PathBuf, n: usize, seed: u64, size: u32) -> SynthArgs {
-    SynthArgs {
-        out,
-        n,
-        seed,
-        size,
-        force: false,
-    }
-}
-
 /// Every file under `dir` (relative path → bytes), in sorted order.
 fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut files = BTreeMap::new();
@@ -92,332 +56,59 @@ fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     files
 }
 
-/// Names of leftover staging directories next to an output directory.
-fn partial_dirs(parent: &Path) -> Vec<String> {
-    std::fs::read_dir(parent)
-        .expect("readable parent")
-        .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
-        .filter(|name| name.contains(".partial-") || name.contains(".old-"))
-        .collect()
-}
-
-fn load_rgb(manifest: &Manifest, index: usize) -> image::RgbImage {
-    let path = manifest.image_path(&manifest.records[index]);
-    let image = image::open(&path).unwrap_or_else(|e| panic!("cannot decode {}: {e}", path.display()));
-    assert_eq!(
-        image.color(),
-        image::ColorType::Rgb8,
-        "{} is not 8-bit RGB",
-        path.display()
-    );
-    image.into_rgb8()
-}
-
-/// The most frequent pixel colour: the renderer paints every unshadowed background pixel
-/// in exactly the background colour, which therefore dominates every image.
-fn background_colour(image: &image::RgbImage) -> [u8; 3] {
-    let mut counts: BTreeMap<[u8; 3], usize> = BTreeMap::new();
-    for p in image.pixels() {
-        *counts.entry(p.0).or_default() += 1;
-    }
-    counts
-        .into_iter()
-        .max_by_key(|&(c, n)| (n, c))
-        .map(|(c, _)| c)
-        .expect("non-empty image")
-}
-
-fn differs(a: [u8; 3], b: [u8; 3], tolerance: i32) -> bool {
-    a.iter().zip(b).any(|(&x, y)| (x as i32 - y as i32).abs() > tolerance)
-}
-
-fn srgb_to_linear(c: f32) -> f32 {
-    if c <= 0.04045 {
-        c / 12.92
-    } else {
-        ((c + 0.055) / 1.055).powf(2.4)
-    }
-}
-
-fn linear_to_srgb(c: f32) -> f32 {
-    if c <= 0.003_130_8 {
-        c * 12.92
-    } else {
-        1.055 * c.powf(1.0 / 2.4) - 0.055
-    }
-}
-
-/// Whether a pixel is the background darkened by shadow. The renderer darkens the ground
-/// by scaling the background colour in linear light, so a shadow pixel is, up to 8-bit
-/// rounding, the sRGB encoding of a scalar multiple (≤ 1) of the linear background.
-fn is_shadow(p: [u8; 3], bg: [u8; 3]) -> bool {
-    let lin = |c: [u8; 3]| c.map(|v| srgb_to_linear(v as f32 / 255.0));
-    let (pl, bl) = (lin(p), lin(bg));
-    let norm: f32 = bl.iter().map(|c| c * c).sum();
-    if norm == 0.0 {
-        return false;
-    }
-    let scale = pl.iter().zip(&bl).map(|(a, b)| a * b).sum::<f32>() / norm;
-    if !(0.0..=1.01).contains(&scale) {
-        return false;
-    }
-    p.iter()
-        .zip(&bl)
-        .all(|(&v, b)| (v as f32 - 255.0 * linear_to_srgb((scale * b).min(1.0))).abs() <= 2.5)
+/// Runs `cargo xtask synth` in-process with the given flags.
+fn synth_cli(out: &Path, flags: &[&str]) {
+    let out_str = out.to_str().expect("utf-8 temp path");
+    let mut args = vec!["xtask", "synth", "--out", out_str];
+    args.extend(flags);
+    let cli = xtask::Cli::try_parse_from(args).expect("arguments parse");
+    xtask::run(cli).expect("cli run");
 }
 
 #[test]
-fn same_seed_is_byte_identical_and_other_seed_differs() {
-    let tmp = TempDir::new("determinism");
-    let a = run(&args(tmp.path().join("a"), 30, 11, 32)).expect("first run");
-    let b = run(&args(tmp.path().join("b"), 30, 11, 32)).expect("second run");
-    let c = run(&args(tmp.path().join("c"), 30, 12, 32)).expect("other seed");
-    assert_eq!(a.records.len(), 30);
-    let (ta, tb, tc) = (read_tree(&a.root), read_tree(&b.root), read_tree(&c.root));
-    assert_eq!(ta.len(), 31, "30 images and the manifest");
-    assert!(ta.contains_key("manifest.csv"));
-    assert_eq!(ta, tb, "the same seed must give byte-identical files");
-    assert_ne!(
-        ta["manifest.csv"], tc["manifest.csv"],
-        "another seed must give another manifest"
-    );
-    let same_images = ta
-        .iter()
-        .filter(|(k, v)| k.ends_with(".png") && tc.get(*k) == Some(*v))
-        .count();
-    assert_eq!(same_images, 0, "another seed must render other images");
-}
-
-#[test]
-fn manifest_has_every_property_in_range_and_the_class_split() {
-    let tmp = TempDir::new("properties");
-    let n = 400;
-    let written = run(&args(tmp.path().join("out"), n, 5, 16)).expect("run");
-    // Reading it back checks that the file on disk is a valid manifest on its own.
-    let manifest = Manifest::read(written.root.join("manifest.csv")).expect("valid manifest");
-    assert_eq!(manifest.records.len(), n);
-    let names: Vec<&str> = EXPECTED_PROPERTIES.iter().map(|(name, _)| *name).collect();
-    assert_eq!(manifest.property_names, names);
-
-    let mut seen = vec![vec![0usize; 8]; EXPECTED_PROPERTIES.len()];
-    let mut per_class = [0usize; 10];
-    for (i, record) in manifest.records.iter().enumerate() {
-        assert_eq!(record.path, format!("images/{i:06}.png"));
-        let class = record.class_id as usize;
-        assert!(class < 10, "class id {class}");
-        per_class[class] += 1;
-        assert_eq!(record.class_name, CLASS_NAMES[class]);
-        let expected_split = if class < 5 { Split::Train } else { Split::Test };
-        assert_eq!(record.split, expected_split, "class {class}");
-        for (k, (value, (name, levels))) in record.properties.iter().zip(EXPECTED_PROPERTIES).enumerate() {
-            let level: u32 = value
-                .parse()
-                .unwrap_or_else(|_| panic!("{name} = {value:?} is not a level index"));
-            assert!(level < levels, "{name} = {level} is out of range 0..{levels}");
-            seen[k][level as usize] += 1;
-        }
-    }
-    for ((name, levels), counts) in EXPECTED_PROPERTIES.iter().zip(&seen) {
-        let expected = n as f64 / *levels as f64;
-        for (level, &count) in counts.iter().enumerate().take(*levels as usize) {
-            assert!(count > 0, "{name} level {level} never occurs in {n} images");
-            // A uniform draw stays well within ±60 % of its expectation at these counts.
-            assert!(
-                (count as f64 - expected).abs() < 0.6 * expected,
-                "{name} level {level} occurs {count} times, expected about {expected}"
-            );
-        }
-    }
-    // Classes are balanced exactly, which guarantees two images per class for any n ≥ 20.
-    assert!(per_class.iter().all(|&c| c == n / 10), "{per_class:?}");
-}
-
-#[test]
-fn images_are_rgb_of_the_requested_size_and_show_an_object() {
-    let tmp = TempDir::new("images");
-    let size = 48;
-    let manifest = run(&args(tmp.path().join("out"), 40, 3, size)).expect("run");
-    for i in 0..manifest.records.len() {
-        let image = load_rgb(&manifest, i);
-        assert_eq!(image.dimensions(), (size, size));
-        let bg = background_colour(&image);
-        let total = (size * size) as f64;
-        let fraction = |keep: &dyn Fn([u8; 3]) -> bool| image.pixels().filter(|p| keep(p.0)).count() as f64 / total;
-        let background = fraction(&|p| p == bg);
-        let changed = fraction(&|p| differs(p, bg, 3));
-        assert!(
-            background > 0.25,
-            "image {i}: only {background:.2} of the pixels are plain background"
-        );
-        assert!(
-            (0.04..0.75).contains(&changed),
-            "image {i}: object and shadow cover an implausible {changed:.3} of the image"
-        );
-        // When object and background share hue and saturation, the object's colour is a
-        // multiple of the background's and cannot be told from a shadow by colour alone.
-        let props = &manifest.records[i].properties;
-        if props[1..3] != props[4..6] {
-            let object = fraction(&|p| differs(p, bg, 3) && !is_shadow(p, bg));
-            assert!(
-                (0.04..0.6).contains(&object),
-                "image {i}: the object covers an implausible {object:.3} of the image"
-            );
-        }
-    }
-}
-
-/// Nearest-class-mean accuracy: fits class means on `train`, classifies `test`.
-fn nearest_mean_accuracy(train: &[(usize, Vec<f32>)], test: &[(usize, Vec<f32>)]) -> f64 {
-    let dim = train[0].1.len();
-    let mut sums = vec![vec![0f64; dim]; 10];
-    let mut counts = [0usize; 10];
-    for (class, feature) in train {
-        counts[*class] += 1;
-        for (s, f) in sums[*class].iter_mut().zip(feature) {
-            *s += *f as f64;
-        }
-    }
-    let means: Vec<Vec<f64>> = sums
-        .iter()
-        .zip(counts)
-        .map(|(s, c)| s.iter().map(|v| v / c.max(1) as f64).collect())
-        .collect();
-    let correct = test
-        .iter()
-        .filter(|(class, feature)| {
-            let distance = |m: &Vec<f64>| m.iter().zip(feature).map(|(a, b)| (a - *b as f64).powi(2)).sum::<f64>();
-            let best = (0..10).min_by(|&a, &b| distance(&means[a]).total_cmp(&distance(&means[b])));
-            best == Some(*class)
-        })
-        .count();
-    correct as f64 / test.len() as f64
-}
-
-#[test]
-fn class_is_carried_by_shape_not_by_colour() {
-    let tmp = TempDir::new("shape-not-colour");
-    let size = 32;
-    let n = 1000;
-    let manifest = run(&args(tmp.path().join("out"), n, 9, size)).expect("run");
-    let cells = 8;
-    let cell = size / cells;
-    let mut colour = Vec::with_capacity(n);
-    let mut shape = Vec::with_capacity(n);
-    for (i, record) in manifest.records.iter().enumerate() {
-        let image = load_rgb(&manifest, i);
-        let class = record.class_id as usize;
-        let mut mean = vec![0f32; 3];
-        for p in image.pixels() {
-            for (m, c) in mean.iter_mut().zip(p.0) {
-                *m += c as f32 / (size * size) as f32;
-            }
-        }
-        colour.push((class, mean));
-        // A crude shape descriptor: the foreground mask (neither background nor its
-        // shadow), pooled into a coarse grid of occupancy fractions.
-        let bg = background_colour(&image);
-        let mut mask = vec![0f32; (cells * cells) as usize];
-        for (x, y, p) in image.enumerate_pixels() {
-            if differs(p.0, bg, 3) && !is_shadow(p.0, bg) {
-                mask[((y / cell) * cells + x / cell) as usize] += 1.0 / (cell * cell) as f32;
-            }
-        }
-        shape.push((class, mask));
-    }
-    let half = n / 2;
-    let colour_accuracy = nearest_mean_accuracy(&colour[..half], &colour[half..]);
-    let shape_accuracy = nearest_mean_accuracy(&shape[..half], &shape[half..]);
-    let chance = 0.1;
-    println!("nearest class mean: colour {colour_accuracy:.3}, shape mask {shape_accuracy:.3}, chance {chance}");
-    assert!(
-        colour_accuracy <= 1.5 * chance,
-        "mean colour predicts the class ({colour_accuracy:.3}): colour must be independent of class"
-    );
-    assert!(
-        shape_accuracy >= 3.5 * chance,
-        "the silhouette predicts the class only at {shape_accuracy:.3}"
-    );
-    assert!(shape_accuracy >= colour_accuracy + 0.15);
-}
-
-#[test]
-fn existing_output_needs_force_and_stays_untouched() {
-    let tmp = TempDir::new("force");
-    let out = tmp.path().join("out");
-    run(&args(out.clone(), 20, 1, 16)).expect("first run");
-    std::fs::write(out.join("marker.txt"), b"keep me").expect("marker");
-    let before = read_tree(&out);
-
-    let error = run(&args(out.clone(), 20, 2, 16)).expect_err("an existing output must not be overwritten");
-    assert!(format!("{error:#}").contains("--force"), "unhelpful error: {error:#}");
-    assert_eq!(read_tree(&out), before, "a refused run must not change the output");
-    assert!(partial_dirs(tmp.path()).is_empty());
-
-    let mut forced = args(out.clone(), 20, 2, 16);
-    forced.force = true;
-    run(&forced).expect("--force replaces the output");
-    let after = read_tree(&out);
-    assert!(
-        !after.contains_key("marker.txt"),
-        "--force must replace the directory, not merge into it"
-    );
-    assert_ne!(after["manifest.csv"], before["manifest.csv"]);
-    assert!(
-        partial_dirs(tmp.path()).is_empty(),
-        "leftovers: {:?}",
-        partial_dirs(tmp.path())
-    );
-}
-
-#[test]
-fn invalid_arguments_fail_cleanly_without_leftovers() {
-    let tmp = TempDir::new("invalid");
-    let out = tmp.path().join("out");
-    let error = run(&args(out.clone(), 3, 0, 32)).expect_err("3 images cannot cover 10 classes twice");
-    assert!(
-        format!("{error:#}").contains("need at least 20 images"),
-        "unhelpful error: {error:#}"
-    );
-    let error = run(&args(out.clone(), 100, 0, 4)).expect_err("4 pixels is too small");
-    assert!(format!("{error:#}").contains("--size"), "unhelpful error: {error:#}");
-    assert!(!out.exists());
-    assert!(partial_dirs(tmp.path()).is_empty());
-
-    // The parent of the output is a file: the staging directory cannot be created.
-    let blocker = tmp.path().join("file");
-    std::fs::write(&blocker, b"").expect("blocker");
-    run(&args(blocker.join("out"), 20, 0, 16)).expect_err("cannot write under a file");
-    assert!(partial_dirs(tmp.path()).is_empty());
-}
-
-#[test]
-fn command_line_renders_through_the_cli() {
-    use clap::Parser;
-
+fn defaults_parse_to_the_documented_values() {
     let defaults = xtask::Cli::try_parse_from(["xtask", "synth"]).expect("defaults parse");
     match defaults.command {
         xtask::Command::Synth(a) => {
             assert_eq!(a.out, PathBuf::from("data/synth"));
             assert_eq!((a.n, a.seed, a.size, a.force), (2000, 0, 64, false));
+            assert_eq!(a.config(), SynthConfig::default());
         }
         other => panic!("parsed as {other:?}"),
     }
+}
 
+#[test]
+fn same_seed_is_byte_identical_and_matches_the_library() {
     let tmp = TempDir::new("cli");
-    let out = tmp.path().join("cli-out");
-    let out_str = out.to_str().expect("utf-8 temp path");
-    let cli = xtask::Cli::try_parse_from([
-        "xtask", "synth", "--out", out_str, "--n", "20", "--seed", "4", "--size", "24",
-    ])
-    .expect("arguments parse");
-    xtask::run(cli).expect("cli run");
-    let manifest = Manifest::read(out.join("manifest.csv")).expect("valid manifest");
+    let flags = ["--n", "20", "--seed", "4", "--size", "24"];
+    let (first, second) = (tmp.path().join("first"), tmp.path().join("second"));
+    synth_cli(&first, &flags);
+    synth_cli(&second, &flags);
+    let manifest = Manifest::read(first.join("manifest.csv")).expect("valid manifest");
     assert_eq!(manifest.records.len(), 20);
-    assert_eq!(load_rgb(&manifest, 0).dimensions(), (24, 24));
-    let direct = run(&args(tmp.path().join("direct"), 20, 4, 24)).expect("library run");
-    assert_eq!(
-        read_tree(&out),
-        read_tree(&direct.root),
-        "the CLI and the library must agree"
-    );
+    let image = image::open(manifest.image_path(&manifest.records[0])).expect("decodable image");
+    assert_eq!((image.width(), image.height()), (24, 24));
+    let tree = read_tree(&first);
+    assert_eq!(tree.len(), 21, "20 images and the manifest");
+    assert_eq!(tree, read_tree(&second), "the same seed must give byte-identical files");
+
+    let config = SynthConfig {
+        n: 20,
+        seed: 4,
+        size: 24,
+    };
+    let direct = generate(&config, &tmp.path().join("direct"), false).expect("library run");
+    assert_eq!(tree, read_tree(&direct.root), "the CLI and the library must agree");
+}
+
+#[test]
+fn bad_settings_are_refused_by_name() {
+    let tmp = TempDir::new("bad");
+    let out = tmp.path().join("out");
+    let cli = xtask::Cli::try_parse_from(["xtask", "synth", "--out", out.to_str().unwrap(), "--size", "4"])
+        .expect("arguments parse");
+    let error = xtask::run(cli).expect_err("4 pixels is too small");
+    assert!(format!("{error:#}").contains("size = 4"), "unhelpful error: {error:#}");
+    assert!(!out.exists());
 }

@@ -7,21 +7,14 @@ use std::thread::JoinHandle;
 use crate::dataset::{Batch, ImageDataset, mix};
 use crate::error::DataError;
 
-/// How batches are decoded.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LoaderConfig {
-    /// Decoding threads (0 = one per available core).
-    pub threads: usize,
-    /// Batches decoded ahead of the consumer.
-    pub prefetch: usize,
-}
-
-impl Default for LoaderConfig {
-    fn default() -> Self {
-        Self {
-            threads: 0,
-            prefetch: 2,
-        }
+dml_config::config! {
+    /// How batches are decoded.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct LoaderConfig {
+        /// Decoding threads (0 = one per available core).
+        pub threads: usize = 0,
+        /// Batches decoded ahead of the consumer.
+        pub prefetch: usize = 2,
     }
 }
 

@@ -21,7 +21,7 @@ const ITERS: usize = 200;
 
 fn main() {
     // As the `train` binary does: freed step buffers stay in the process.
-    dml_models::runtime::retain_freed_memory();
+    dml_backend::retain_freed_memory();
     let device = Device::flex().autodiff();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let values: Vec<f32> = (0..N * D).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect();

@@ -66,7 +66,7 @@ pub enum Distance {
 
 impl Distance {
     /// Euclidean distance on normalised embeddings (PML's `LpDistance()` default).
-    pub fn euclidean() -> Self {
+    pub const fn euclidean() -> Self {
         Distance::Lp {
             p: 2.0,
             power: 1.0,
@@ -75,7 +75,7 @@ impl Distance {
     }
 
     /// Squared Euclidean distance on normalised embeddings (`LpDistance(power=2)`).
-    pub fn squared_euclidean() -> Self {
+    pub const fn squared_euclidean() -> Self {
         Distance::Lp {
             p: 2.0,
             power: 2.0,
@@ -84,12 +84,12 @@ impl Distance {
     }
 
     /// Cosine similarity.
-    pub fn cosine() -> Self {
+    pub const fn cosine() -> Self {
         Distance::Cosine { power: 1.0 }
     }
 
     /// Dot-product similarity of normalised embeddings (`DotProductSimilarity()`).
-    pub fn dot_product() -> Self {
+    pub const fn dot_product() -> Self {
         Distance::DotProduct {
             power: 1.0,
             normalize_embeddings: true,
@@ -97,7 +97,7 @@ impl Distance {
     }
 
     /// Signal-to-noise-ratio distance on normalised embeddings.
-    pub fn snr() -> Self {
+    pub const fn snr() -> Self {
         Distance::Snr {
             power: 1.0,
             normalize_embeddings: true,

@@ -8,8 +8,8 @@
 //! build burn-flex uses). GPU devices keep their own matrix products.
 
 use burn::tensor::{DType, Device, Element, Tensor, TensorData};
+use dml_backend::{float_tensor, is_cpu_device, read_f64s};
 use dml_kernels::sgemm::{self, View};
-use dml_models::runtime::is_cpu_device;
 
 /// A float type the host products run in: the embeddings' own precision (`f32`, or `f64` for
 /// the reference cases), so that the host path changes no rounding but the order of sums.
@@ -53,8 +53,8 @@ impl HostFloat for f32 {
         v as f32
     }
     fn values(data: TensorData) -> Vec<f32> {
-        // Without Burn's per-element validity check (see `dml_kernels::f32s_in_ne_bytes`).
-        dml_kernels::f32s_in_ne_bytes(data.as_bytes()).into_owned()
+        // Without Burn's per-element validity check (see `dml_backend::f32s_in_ne_bytes`).
+        dml_backend::f32s_in_ne_bytes(data.as_bytes()).into_owned()
     }
     fn fast_matmul(
         c: &mut [f32],
@@ -160,7 +160,7 @@ impl GramOperand {
         match &self.values {
             HostValues::F32(x) => on_host(x, self.n, self.d),
             HostValues::F64(x) => on_host(x, self.n, self.d),
-            HostValues::Device(x) => crate::ops::host(x.clone().matmul(x.clone().transpose())),
+            HostValues::Device(x) => read_f64s(x.clone().matmul(x.clone().transpose())),
         }
     }
 
@@ -176,7 +176,7 @@ impl GramOperand {
         match &self.values {
             HostValues::F32(x) => tensor(on_host(a, x, n, d), [n, d], &self.device, self.dtype),
             HostValues::F64(x) => tensor(on_host(a, x, n, d), [n, d], &self.device, self.dtype),
-            HostValues::Device(x) => crate::ops::float2(a, [n, n], &self.device, self.dtype).matmul(*x.clone()),
+            HostValues::Device(x) => float_tensor(a, [n, n], &self.device, self.dtype).matmul(*x.clone()),
         }
     }
 }

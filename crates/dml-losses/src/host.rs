@@ -1,8 +1,7 @@
 //! A detached matrix copied to the host for mining and for host-side bookkeeping.
 
 use burn::tensor::Tensor;
-
-use crate::ops::host;
+use dml_backend::read_f64s;
 
 /// A square `[N, N]` matrix of `f64` values, row-major.
 #[derive(Clone, Debug)]
@@ -22,7 +21,7 @@ impl HostMatrix {
         assert_eq!(n, m, "HostMatrix needs a square matrix, got [{n}, {m}]");
         Self {
             n,
-            values: host(mat),
+            values: read_f64s(mat),
             is_similarity,
         }
     }

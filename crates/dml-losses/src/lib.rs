@@ -8,6 +8,10 @@
 //! scalar of [`LossOutput`]. Everything is selected by name from TOML through
 //! [`LossConfig`] and [`MinerConfig`]; learnable state (proxies, class weights, β) lives in
 //! the [`MetricLoss`] module so that training can give it its own learning-rate group.
+//!
+//! Each loss is also a module of its own (`dml_losses::margin`, `dml_losses::proxy_anchor`,
+//! …) with its configuration, its facts as a [`RegisteredLoss`] and a [`LossModule`] type
+//! (`MarginLoss`, `ProxyAnchorLoss`, …) that builds and evaluates it without the catalogue.
 #![warn(missing_docs)]
 
 mod attach;

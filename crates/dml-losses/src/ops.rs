@@ -6,30 +6,17 @@
 //! dominates the cost of a loss on the CPU backend.
 
 use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
+use dml_backend::float_tensor;
 
 /// A stand-in for minus infinity in masked reductions. It is finite so that `0 * x` and
 /// `x - x` stay finite (PML uses `finfo.min` for the same reason) yet far below any real
 /// logit, and small enough in magnitude to be representable in `f32`.
 pub(crate) const MASKED: f64 = -1e30;
 
-/// Host values as tensor data of `dtype`, converting `f64 → f32` with a plain loop (the
-/// generic element conversion of `TensorData` is several times slower).
-fn data_as(values: Vec<f64>, shape: Vec<usize>, dtype: DType) -> TensorData {
-    match dtype {
-        DType::F32 => TensorData::new(values.into_iter().map(|v| v as f32).collect::<Vec<f32>>(), shape),
-        _ => TensorData::new(values, shape),
-    }
-}
-
-/// A float tensor `[rows, cols]` on the given device and dtype.
-pub(crate) fn float2(values: Vec<f64>, shape: [usize; 2], device: &Device, dtype: DType) -> Tensor<2> {
-    Tensor::from_data(data_as(values, shape.to_vec(), dtype), (device, dtype))
-}
-
-/// A float tensor `[len]` on the given device and dtype.
+/// A float tensor `[len]` on the given device and dtype (see [`dml_backend::float_tensor`]).
 pub(crate) fn float1(values: Vec<f64>, device: &Device, dtype: DType) -> Tensor<1> {
     let n = values.len();
-    Tensor::from_data(data_as(values, vec![n], dtype), (device, dtype))
+    float_tensor(values, [n], device, dtype)
 }
 
 /// A boolean mask `[rows, cols]`.
@@ -137,21 +124,4 @@ pub(crate) fn cross_entropy(logits: Tensor<2>, targets: &[usize]) -> Tensor<1> {
     let logp = burn::tensor::activation::log_softmax(logits, 1);
     let flat: Vec<usize> = targets.iter().enumerate().map(|(i, &t)| i * c + t).collect();
     logp.reshape([n * c]).select(0, index1(&flat, &device)).neg()
-}
-
-/// Reads a tensor back to the host as `f64` values (row-major).
-pub(crate) fn host<const D: usize>(x: Tensor<D>) -> Vec<f64> {
-    let data = x.detach().into_data();
-    // Typed fast paths: the generic per-element iterator is several times slower.
-    match data.dtype() {
-        DType::F32 => dml_kernels::f32s_in_ne_bytes(data.as_bytes())
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-        DType::F64 => match data.as_slice::<f64>() {
-            Ok(v) => v.to_vec(),
-            Err(_) => data.iter::<f64>().collect(),
-        },
-        _ => data.iter::<f64>().collect(),
-    }
 }

@@ -1,10 +1,11 @@
 //! Reducers: per-element losses → one scalar (PML `reducers`).
 
 use burn::tensor::Tensor;
+use dml_backend::read_f64s;
 use serde::{Deserialize, Serialize};
 
 use crate::error::LossError;
-use crate::ops::{bool2, host};
+use crate::ops::bool2;
 
 /// How a loss's per-element values (per pair, triplet, anchor or proxy) become a scalar.
 ///
@@ -131,7 +132,7 @@ impl Reducer {
 
 /// The mean of the elements in `(low, high)`; zero when none qualifies.
 fn threshold(losses: Tensor<1>, low: Option<f64>, high: Option<f64>, zero: &Tensor<1>) -> Tensor<1> {
-    let values = host(losses.clone());
+    let values = read_f64s(losses.clone());
     let keep: Vec<bool> = values
         .iter()
         .map(|&v| low.is_none_or(|l| v > l) && high.is_none_or(|h| v < h))

@@ -162,13 +162,15 @@ const SPECS: [Spec; 10] = [
     Spec::new(352, 192, 320, 192, 224, PoolKind::Max, 128),
 ];
 
-/// Configuration of [`BnInception`]. The architecture itself is fixed (it has to match the
-/// pretrained checkpoint); only the classifier is optional.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct BnInceptionConfig {
-    /// Classes of the `last_linear` classifier (1000 for Cadene's ImageNet checkpoint), or
-    /// `None` for a headless backbone, which reports `last_linear.*` as unused on import.
-    pub num_classes: Option<usize>,
+dml_config::config! {
+    /// Configuration of [`BnInception`]. The architecture itself is fixed (it has to match the
+    /// pretrained checkpoint); only the classifier is optional.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct BnInceptionConfig {
+        /// Classes of the `last_linear` classifier (1000 for Cadene's ImageNet checkpoint), or
+        /// `None` for a headless backbone, which reports `last_linear.*` as unused on import.
+        pub num_classes: Option<usize> = None,
+    }
 }
 
 impl BnInceptionConfig {

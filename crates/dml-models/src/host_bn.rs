@@ -9,169 +9,66 @@
 //! Everywhere else (inference, frozen layers, GPUs, other float types) it is
 //! `BatchNorm::forward`.
 
-// NdArray is deprecated upstream but stays a selectable backend of this workspace.
-#![allow(deprecated)]
-
 use std::sync::{Arc, OnceLock};
 
-use burn::backend::NdArray;
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
 use burn::nn::BatchNorm;
 use burn::tensor::{DType, Device, Tensor, TensorData};
+use dml_backend::is_cpu_device;
+use dml_backend::op::{self, HostOp, OpTensor};
 use dml_kernels::norm;
 
-use crate::host_data::HostRead;
-use crate::runtime::is_cpu_device;
-
-/// The batch statistics of one forward pass, filled in by the operation: the caller needs them
-/// for the running statistics and the backward pass for the gradients.
+/// Training-mode batch norm of `x` `[B, C, H, W]` with `gamma` and `beta` `[C]` on the host, as
+/// one operation; the batch statistics it computes are kept for the caller (the running
+/// statistics) and for the backward pass.
 #[derive(Debug)]
-pub(crate) struct BnStats {
+struct BnOp {
     epsilon: f64,
     /// `[B, C, H·W]`.
     shape: [usize; 3],
     /// γ, μ and the biased σ² on the host, once the forward pass ran.
-    values: OnceLock<(Vec<f32>, Vec<f32>, Vec<f32>)>,
+    stats: OnceLock<(Vec<f32>, Vec<f32>, Vec<f32>)>,
 }
 
-impl BnStats {
-    fn get(&self) -> &(Vec<f32>, Vec<f32>, Vec<f32>) {
-        self.values
+impl BnOp {
+    fn stats(&self) -> &(Vec<f32>, Vec<f32>, Vec<f32>) {
+        self.stats
             .get()
             .expect("the batch-norm forward pass recorded its statistics")
     }
 }
 
-/// The extension: training-mode batch norm of `x` `[B, C, H, W]` with `gamma` and `beta`, on the
-/// host; differentiable with respect to all three under autodiff. The statistics are written
-/// to `stats`.
-#[backend_extension(Flex, NdArray, Cube, Autodiff)]
-pub(crate) trait HostBnOp: Backend {
-    /// The normalised output `[B, C, H, W]`.
-    fn host_batch_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        stats: Arc<BnStats>,
-    ) -> FloatTensor<Self>;
-}
-
-impl HostBnOp for Flex {
-    fn host_batch_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        stats: Arc<BnStats>,
-    ) -> FloatTensor<Self> {
-        forward::<Self>(x, gamma, beta, &stats)
+impl HostOp for BnOp {
+    fn forward(&self, inputs: &[OpTensor]) -> OpTensor {
+        let (x, gamma, beta) = (&inputs[0], &inputs[1], &inputs[2]);
+        let gamma = gamma.with_f32s(<[f32]>::to_vec);
+        let beta = beta.with_f32s(<[f32]>::to_vec);
+        let out = x
+            .with_f32s(|xs| norm::batch_norm_train(xs, self.shape, &gamma, &beta, self.epsilon))
+            .expect("the batch-norm shapes match by construction");
+        // A second forward pass with the same operation would be a bug of this module.
+        self.stats
+            .set((gamma, out.mean, out.variance))
+            .expect("each batch-norm forward pass has its own operation");
+        OpTensor::from_f32s(out.output, x.dims(), &x.device())
     }
-}
 
-impl HostBnOp for NdArray {
-    fn host_batch_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        stats: Arc<BnStats>,
-    ) -> FloatTensor<Self> {
-        forward::<Self>(x, gamma, beta, &stats)
-    }
-}
-
-impl HostBnOp for Cube {
-    fn host_batch_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        stats: Arc<BnStats>,
-    ) -> FloatTensor<Self> {
-        forward::<Self>(x, gamma, beta, &stats)
-    }
-}
-
-/// The forward pass on the host, for any inner backend: `x` is read in place where possible.
-fn forward<B: Backend + HostRead>(
-    x: FloatTensor<B>,
-    gamma: FloatTensor<B>,
-    beta: FloatTensor<B>,
-    stats: &BnStats,
-) -> FloatTensor<B> {
-    let device = x.device();
-    let dims = x.shape();
-    let gamma = B::with_f32s(gamma, <[f32]>::to_vec);
-    let beta = B::with_f32s(beta, <[f32]>::to_vec);
-    let out = B::with_f32s(x, |xs| {
-        norm::batch_norm_train(xs, stats.shape, &gamma, &beta, stats.epsilon)
-    })
-    .expect("the batch-norm shapes match by construction");
-    // A second forward pass with the same statistics object would be a bug of this module.
-    stats
-        .values
-        .set((gamma, out.mean, out.variance))
-        .expect("each batch-norm forward pass has its own statistics");
-    B::float_from_data(TensorData::new(out.output, dims), &device)
-}
-
-#[derive(Debug)]
-struct HostBnBackward;
-
-impl<B: Backend + HostRead> Backward<B, 3> for HostBnBackward {
-    /// The input (kept as a tensor, read in place again) and the statistics.
-    type State = (FloatTensor<B>, Arc<BnStats>);
-
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let device = grad.device();
-        let (x, stats) = ops.state;
-        let dims = x.shape();
-        let (gamma, mean, variance) = stats.get();
-        let out = B::with_f32s(x, |xs| {
-            B::with_f32s(grad, |g| {
-                norm::batch_norm_train_backward(xs, stats.shape, gamma, mean, variance, stats.epsilon, g)
+    fn backward(&self, grad: OpTensor, inputs: &[OpTensor], _wanted: &[bool]) -> Vec<Option<OpTensor>> {
+        let x = &inputs[0];
+        let (gamma, mean, variance) = self.stats();
+        let out = x
+            .with_f32s(|xs| {
+                grad.with_f32s(|g| {
+                    norm::batch_norm_train_backward(xs, self.shape, gamma, mean, variance, self.epsilon, g)
+                })
             })
-        })
-        .expect("the batch-norm shapes were checked in the forward pass");
-        let channels = stats.shape[1];
-        let [x_node, gamma_node, beta_node] = ops.parents;
-        for (node, values, shape) in [
-            (x_node, out.input, dims.to_vec()),
-            (gamma_node, out.gamma, vec![channels]),
-            (beta_node, out.beta, vec![channels]),
-        ] {
-            if let Some(node) = node {
-                grads.register::<B>(node.id, B::float_from_data(TensorData::new(values, shape), &device));
-            }
-        }
-    }
-}
-
-impl<B: Backend + HostBnOp + HostRead, C: CheckpointStrategy> HostBnOp for Autodiff<B, C> {
-    fn host_batch_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        stats: Arc<BnStats>,
-    ) -> FloatTensor<Self> {
-        let xp = x.primitive().clone();
-        let output = B::host_batch_norm(
-            xp.clone(),
-            gamma.primitive().clone(),
-            beta.primitive().clone(),
-            stats.clone(),
-        );
-        match HostBnBackward
-            .prepare::<C>([x.node(), gamma.node(), beta.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((xp, stats), output),
-            OpsKind::UnTracked(prep) => prep.finish(output),
-        }
+            .expect("the batch-norm shapes were checked in the forward pass");
+        let device = grad.device();
+        let channels = self.shape[1];
+        vec![
+            Some(OpTensor::from_f32s(out.input, x.dims(), &device)),
+            Some(OpTensor::from_f32s(out.gamma, vec![channels], &device)),
+            Some(OpTensor::from_f32s(out.beta, vec![channels], &device)),
+        ]
     }
 }
 
@@ -211,20 +108,15 @@ pub(crate) fn batch_norm(bn: &BatchNorm, x: Tensor<4>) -> Tensor<4> {
     if !trains_on_host(bn, &device, x.dtype(), channels) {
         return bn.forward(x);
     }
-    let stats = Arc::new(BnStats {
+    let op = Arc::new(BnOp {
         epsilon: bn.epsilon,
         shape: [batch, channels, height * width],
-        values: OnceLock::new(),
+        stats: OnceLock::new(),
     });
-    let out = <Dispatch as HostBnOp>::host_batch_norm(
-        x.into_dispatch(),
-        bn.gamma.val().into_dispatch(),
-        bn.beta.val().into_dispatch(),
-        stats.clone(),
-    );
-    let (_, mean, variance) = stats.get();
+    let out: Tensor<4> = op::apply(op.clone(), vec![x.into(), bn.gamma.val().into(), bn.beta.val().into()]);
+    let (_, mean, variance) = op.stats();
     update_running_statistics(bn, mean, variance, &device);
-    Tensor::from_dispatch(out)
+    out
 }
 
 #[cfg(test)]
@@ -234,7 +126,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
-    use crate::host_data::test_support::{assert_close, values};
+    use crate::test_support::{assert_close, values};
 
     fn close(a: &[f32], b: &[f32], what: &str) {
         assert_close(a, b, 2e-4, what);

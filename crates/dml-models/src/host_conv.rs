@@ -8,125 +8,50 @@
 //! other float types, on CPUs without AVX-512 and for grouped, dilated or "same"-padded
 //! convolutions, it is exactly `Conv2d::forward`.
 
-// NdArray is deprecated upstream but stays a selectable backend of this workspace.
-#![allow(deprecated)]
+use std::sync::Arc;
 
-use burn::backend::NdArray;
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2d;
-use burn::tensor::{DType, Tensor, TensorData};
+use burn::tensor::{DType, Tensor};
+use dml_backend::is_cpu_device;
+use dml_backend::op::{self, HostOp, OpTensor};
 use dml_kernels::conv::{self as kernels, Conv2dShape, Wanted};
 
-use crate::host_data::HostRead;
-use crate::runtime::is_cpu_device;
-
-/// The extension: a bias-free 2-D convolution computed on the host.
-#[backend_extension(Flex, NdArray, Cube, Autodiff)]
-pub(crate) trait HostConvOp: Backend {
-    /// `x` `[B, C, H, W]` convolved with `weight` `[O, C, kh, kw]` as `shape` describes:
-    /// `[B, O, Ho, Wo]`; differentiable with respect to both under autodiff.
-    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self>;
-}
-
-impl HostConvOp for Flex {
-    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
-        forward::<Self>(x, weight, shape)
-    }
-}
-
-impl HostConvOp for NdArray {
-    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
-        forward::<Self>(x, weight, shape)
-    }
-}
-
-impl HostConvOp for Cube {
-    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
-        forward::<Self>(x, weight, shape)
-    }
-}
-
-/// The convolution on the host, for any inner backend.
-fn forward<B: Backend + HostRead>(x: FloatTensor<B>, weight: FloatTensor<B>, shape: Conv2dShape) -> FloatTensor<B> {
-    let device = x.device();
-    let y = B::with_f32s(x, |xs| B::with_f32s(weight, |ws| kernels::conv2d(&shape, xs, ws, None)))
-        .expect("the convolution geometry was checked before dispatch");
-    let [ho, wo] = shape.output_size().expect("a checked convolution shape");
-    B::float_from_data(TensorData::new(y, [shape.batch, shape.out_channels, ho, wo]), &device)
-}
-
-/// What the backward pass needs: both operands (device tensors, read again there) and the
-/// geometry.
-#[derive(Debug, Clone)]
-struct ConvState<B: Backend> {
-    x: FloatTensor<B>,
-    weight: FloatTensor<B>,
+/// A bias-free 2-D convolution on the host: inputs `x` `[B, C, H, W]` and `weight`
+/// `[O, C, kh, kw]`, output `[B, O, Ho, Wo]`; the backward pass reads both operands again.
+#[derive(Debug)]
+struct ConvOp {
     shape: Conv2dShape,
 }
 
-#[derive(Debug)]
-struct HostConvBackward;
+impl HostOp for ConvOp {
+    fn forward(&self, inputs: &[OpTensor]) -> OpTensor {
+        let (x, weight) = (&inputs[0], &inputs[1]);
+        let s = &self.shape;
+        let y = x
+            .with_f32s(|xs| weight.with_f32s(|ws| kernels::conv2d(s, xs, ws, None)))
+            .expect("the convolution geometry was checked before dispatch");
+        let [ho, wo] = s.output_size().expect("a checked convolution shape");
+        OpTensor::from_f32s(y, vec![s.batch, s.out_channels, ho, wo], &x.device())
+    }
 
-impl<B: Backend + HostRead> Backward<B, 2> for HostConvBackward {
-    type State = ConvState<B>;
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let device = grad.device();
-        let [x_node, w_node] = ops.parents;
-        let state = ops.state;
-        let wanted = Wanted {
-            input: x_node.is_some(),
-            weight: w_node.is_some(),
+    fn backward(&self, grad: OpTensor, inputs: &[OpTensor], wanted: &[bool]) -> Vec<Option<OpTensor>> {
+        let (x, weight) = (&inputs[0], &inputs[1]);
+        let s = &self.shape;
+        let want = Wanted {
+            input: wanted[0],
+            weight: wanted[1],
             bias: false,
         };
-        let x_shape = [
-            state.shape.batch,
-            state.shape.channels,
-            state.shape.height,
-            state.shape.width,
-        ];
-        let w_shape = state.weight.shape();
-        let out = B::with_f32s(state.x, |x| {
-            B::with_f32s(state.weight, |w| {
-                B::with_f32s(grad, |g| kernels::conv2d_backward(&state.shape, x, w, g, wanted))
-            })
-        })
-        .expect("the convolution geometry was checked in the forward pass");
-        if let (Some(node), Some(dx)) = (x_node, out.input) {
-            grads.register::<B>(node.id, B::float_from_data(TensorData::new(dx, x_shape), &device));
-        }
-        if let (Some(node), Some(dw)) = (w_node, out.weight) {
-            grads.register::<B>(node.id, B::float_from_data(TensorData::new(dw, w_shape), &device));
-        }
-    }
-}
-
-impl<B: Backend + HostConvOp + HostRead, C: CheckpointStrategy> HostConvOp for Autodiff<B, C> {
-    fn host_conv2d(x: FloatTensor<Self>, weight: FloatTensor<Self>, shape: Conv2dShape) -> FloatTensor<Self> {
-        let (xp, wp) = (x.primitive().clone(), weight.primitive().clone());
-        let out = B::host_conv2d(xp.clone(), wp.clone(), shape);
-        match HostConvBackward
-            .prepare::<C>([x.node(), weight.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(
-                ConvState {
-                    x: xp,
-                    weight: wp,
-                    shape,
-                },
-                out,
-            ),
-            OpsKind::UnTracked(prep) => prep.finish(out),
-        }
+        let out = x
+            .with_f32s(|xs| weight.with_f32s(|ws| grad.with_f32s(|g| kernels::conv2d_backward(s, xs, ws, g, want))))
+            .expect("the convolution geometry was checked in the forward pass");
+        let device = grad.device();
+        vec![
+            out.input
+                .map(|dx| OpTensor::from_f32s(dx, vec![s.batch, s.channels, s.height, s.width], &device)),
+            out.weight.map(|dw| OpTensor::from_f32s(dw, weight.dims(), &device)),
+        ]
     }
 }
 
@@ -135,9 +60,7 @@ impl<B: Backend + HostConvOp + HostRead, C: CheckpointStrategy> HostConvOp for A
 pub(crate) fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     match host_shape(conv, &x) {
         Some(shape) => {
-            let weight = conv.weight.val();
-            let y = <Dispatch as HostConvOp>::host_conv2d(x.into_dispatch(), weight.into_dispatch(), shape);
-            let y: Tensor<4> = Tensor::from_dispatch(y);
+            let y: Tensor<4> = op::apply(Arc::new(ConvOp { shape }), vec![x.into(), conv.weight.val().into()]);
             match &conv.bias {
                 Some(b) => y + b.val().reshape([1, shape.out_channels, 1, 1]),
                 None => y,
@@ -189,7 +112,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
-    use crate::host_data::test_support::{assert_close, values};
+    use crate::test_support::{assert_close, values};
 
     fn close(a: Tensor<4>, b: Tensor<4>, what: &str) {
         assert_close(&values(a), &values(b), 1e-4, what);

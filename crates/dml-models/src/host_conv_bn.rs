@@ -9,33 +9,26 @@
 //! half cannot run on the host (inference, frozen batch norm, GPUs, other float types, a conv
 //! unsupported geometry) it is the two operations one after another.
 
-// NdArray is deprecated upstream but stays a selectable backend of this workspace.
-#![allow(deprecated)]
-
 use std::sync::{Arc, OnceLock};
 
-use burn::backend::NdArray;
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
 use burn::nn::BatchNorm;
 use burn::nn::conv::Conv2d;
+use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
-use burn::tensor::{Tensor, TensorData};
+use dml_backend::op::{self, HostOp, OpTensor};
 use dml_kernels::conv::{Conv2dShape, Wanted};
 use dml_kernels::conv_bn::{self as kernels, BnParams, ConvBnSaved};
 
 use crate::host_bn::{batch_norm, trains_on_host, update_running_statistics};
 use crate::host_conv::{conv2d, host_shape};
-use crate::host_data::HostRead;
 
-/// What the forward pass leaves for the caller (the batch statistics, for the running ones) and
-/// for the backward pass (γ, β and the convolution's output before normalisation).
+/// A bias-free convolution of `x` `[B, C, H, W]` with `weight` `[O, C, kh, kw]`, training-mode
+/// batch norm with `gamma` and `beta` `[O]`, and ReLU when `relu`, on the host as one operation
+/// with output `[B, O, Ho, Wo]`. What the forward pass computes is kept for the caller (the batch
+/// statistics, for the running ones) and for the backward pass (γ, β and the convolution's
+/// output before normalisation); the backward pass reads the input and the weight again.
 #[derive(Debug)]
-pub(crate) struct BlockState {
+struct ConvBnOp {
     shape: Conv2dShape,
     epsilon: f64,
     relu: bool,
@@ -50,7 +43,7 @@ struct Saved {
     block: ConvBnSaved,
 }
 
-impl BlockState {
+impl ConvBnOp {
     fn saved(&self) -> &Saved {
         self.saved.get().expect("the block's forward pass saved its values")
     }
@@ -65,161 +58,61 @@ impl BlockState {
     }
 }
 
-/// The extension: a bias-free convolution of `x` `[B, C, H, W]` with `weight` `[O, C, kh, kw]`,
-/// training-mode batch norm with `gamma` and `beta` `[O]`, and ReLU when the state says so, on
-/// the host; differentiable with respect to all four under autodiff.
-#[backend_extension(Flex, NdArray, Cube, Autodiff)]
-pub(crate) trait HostConvBnOp: Backend {
-    /// The block's output `[B, O, Ho, Wo]`.
-    fn host_conv_bn(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        state: Arc<BlockState>,
-    ) -> FloatTensor<Self>;
-}
-
-impl HostConvBnOp for Flex {
-    fn host_conv_bn(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        state: Arc<BlockState>,
-    ) -> FloatTensor<Self> {
-        forward::<Self>(x, weight, gamma, beta, &state)
+impl HostOp for ConvBnOp {
+    fn forward(&self, inputs: &[OpTensor]) -> OpTensor {
+        let (x, weight) = (&inputs[0], &inputs[1]);
+        let gamma = inputs[2].with_f32s(<[f32]>::to_vec);
+        let beta = inputs[3].with_f32s(<[f32]>::to_vec);
+        let bn = BnParams {
+            gamma: &gamma,
+            beta: &beta,
+            epsilon: self.epsilon,
+        };
+        let s = &self.shape;
+        let out = x
+            .with_f32s(|xs| weight.with_f32s(|ws| kernels::conv_bn_train(s, xs, ws, bn, self.relu)))
+            .expect("the block's geometry was checked before dispatch");
+        let [ho, wo] = s.output_size().expect("a checked convolution shape");
+        // A second forward pass with the same operation would be a bug of this module.
+        self.saved
+            .set(Saved {
+                gamma,
+                beta,
+                block: out.saved,
+            })
+            .expect("each block forward pass has its own operation");
+        OpTensor::from_f32s(out.output, vec![s.batch, s.out_channels, ho, wo], &x.device())
     }
-}
 
-impl HostConvBnOp for NdArray {
-    fn host_conv_bn(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        state: Arc<BlockState>,
-    ) -> FloatTensor<Self> {
-        forward::<Self>(x, weight, gamma, beta, &state)
-    }
-}
-
-impl HostConvBnOp for Cube {
-    fn host_conv_bn(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        state: Arc<BlockState>,
-    ) -> FloatTensor<Self> {
-        forward::<Self>(x, weight, gamma, beta, &state)
-    }
-}
-
-/// The forward pass on the host, for any inner backend.
-fn forward<B: Backend + HostRead>(
-    x: FloatTensor<B>,
-    weight: FloatTensor<B>,
-    gamma: FloatTensor<B>,
-    beta: FloatTensor<B>,
-    state: &BlockState,
-) -> FloatTensor<B> {
-    let device = x.device();
-    let gamma = B::with_f32s(gamma, <[f32]>::to_vec);
-    let beta = B::with_f32s(beta, <[f32]>::to_vec);
-    let bn = BnParams {
-        gamma: &gamma,
-        beta: &beta,
-        epsilon: state.epsilon,
-    };
-    let out = B::with_f32s(x, |xs| {
-        B::with_f32s(weight, |ws| {
-            kernels::conv_bn_train(&state.shape, xs, ws, bn, state.relu)
-        })
-    })
-    .expect("the block's geometry was checked before dispatch");
-    let s = &state.shape;
-    let [ho, wo] = s.output_size().expect("a checked convolution shape");
-    let output = B::float_from_data(TensorData::new(out.output, [s.batch, s.out_channels, ho, wo]), &device);
-    // A second forward pass with the same state would be a bug of this module.
-    state
-        .saved
-        .set(Saved {
-            gamma,
-            beta,
-            block: out.saved,
-        })
-        .expect("each block forward pass has its own state");
-    output
-}
-
-#[derive(Debug)]
-struct HostConvBnBackward;
-
-impl<B: Backend + HostRead> Backward<B, 4> for HostConvBnBackward {
-    /// The input and the weight (device tensors, read in place again) and the block's state.
-    type State = (FloatTensor<B>, FloatTensor<B>, Arc<BlockState>);
-
-    fn backward(self, ops: Ops<Self::State, 4>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let device = grad.device();
-        let (x, weight, state) = ops.state;
-        let [x_node, w_node, gamma_node, beta_node] = ops.parents;
-        let s = state.shape;
-        let saved = state.saved();
-        let wanted = Wanted {
-            input: x_node.is_some(),
-            weight: w_node.is_some(),
+    fn backward(&self, grad: OpTensor, inputs: &[OpTensor], wanted: &[bool]) -> Vec<Option<OpTensor>> {
+        let (x, weight) = (&inputs[0], &inputs[1]);
+        let s = &self.shape;
+        let saved = self.saved();
+        let want = Wanted {
+            input: wanted[0],
+            weight: wanted[1],
             bias: false,
         };
-        let out = B::with_f32s(x, |xs| {
-            B::with_f32s(weight, |ws| {
-                B::with_f32s(grad, |g| {
-                    kernels::conv_bn_train_backward(&s, xs, ws, &saved.block, state.params(), state.relu, g, wanted)
+        let out = x
+            .with_f32s(|xs| {
+                weight.with_f32s(|ws| {
+                    grad.with_f32s(|g| {
+                        kernels::conv_bn_train_backward(s, xs, ws, &saved.block, self.params(), self.relu, g, want)
+                    })
                 })
             })
-        })
-        .expect("the block's geometry was checked in the forward pass");
+            .expect("the block's geometry was checked in the forward pass");
+        let device = grad.device();
         let [kh, kw] = s.kernel;
         let o = s.out_channels;
-        let results = [
-            (x_node, out.input, vec![s.batch, s.channels, s.height, s.width]),
-            (w_node, out.weight, vec![o, s.channels, kh, kw]),
-            (gamma_node, Some(out.gamma), vec![o]),
-            (beta_node, Some(out.beta), vec![o]),
-        ];
-        for (node, values, shape) in results {
-            if let (Some(node), Some(values)) = (node, values) {
-                grads.register::<B>(node.id, B::float_from_data(TensorData::new(values, shape), &device));
-            }
-        }
-    }
-}
-
-impl<B: Backend + HostConvBnOp + HostRead, C: CheckpointStrategy> HostConvBnOp for Autodiff<B, C> {
-    fn host_conv_bn(
-        x: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        state: Arc<BlockState>,
-    ) -> FloatTensor<Self> {
-        let (xp, wp) = (x.primitive().clone(), weight.primitive().clone());
-        let output = B::host_conv_bn(
-            xp.clone(),
-            wp.clone(),
-            gamma.primitive().clone(),
-            beta.primitive().clone(),
-            state.clone(),
-        );
-        match HostConvBnBackward
-            .prepare::<C>([x.node(), weight.node(), gamma.node(), beta.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish((xp, wp, state), output),
-            OpsKind::UnTracked(prep) => prep.finish(output),
-        }
+        vec![
+            out.input
+                .map(|v| OpTensor::from_f32s(v, vec![s.batch, s.channels, s.height, s.width], &device)),
+            out.weight
+                .map(|v| OpTensor::from_f32s(v, vec![o, s.channels, kh, kw], &device)),
+            Some(OpTensor::from_f32s(out.gamma, vec![o], &device)),
+            Some(OpTensor::from_f32s(out.beta, vec![o], &device)),
+        ]
     }
 }
 
@@ -234,30 +127,35 @@ pub(crate) fn conv_bn(conv: &Conv2d, bn: &BatchNorm, x: Tensor<4>, relu_after: b
         let y = batch_norm(bn, conv2d(conv, x));
         return if relu_after { relu(y) } else { y };
     };
-    let state = Arc::new(BlockState {
+    let op = Arc::new(ConvBnOp {
         shape,
         epsilon: bn.epsilon,
         relu: relu_after,
         saved: OnceLock::new(),
     });
-    let out = <Dispatch as HostConvBnOp>::host_conv_bn(
-        x.into_dispatch(),
-        conv.weight.val().into_dispatch(),
-        bn.gamma.val().into_dispatch(),
-        bn.beta.val().into_dispatch(),
-        state.clone(),
-    );
-    let saved = state.saved();
+    let inputs = vec![
+        x.into(),
+        conv.weight.val().into(),
+        bn.gamma.val().into(),
+        bn.beta.val().into(),
+    ];
+    let out: Tensor<4> = op::apply(op.clone(), inputs);
+    let saved = op.saved();
     // A convolution bias shifts every value of its channel by the same amount, so training-mode
     // batch norm removes it from the output, and its gradient (the sum of ∂z over the channel) is
     // zero; the batch mean that feeds the running mean, used in inference, does include it.
     let mut mean = saved.block.mean.clone();
     if let Some(bias) = &conv.bias {
-        let bias: Vec<f32> = bias.val().into_data().convert::<f32>().to_vec().expect("f32 values");
+        let bias: Vec<f32> = bias
+            .val()
+            .into_data()
+            .convert::<f32>()
+            .try_to_vec::<f32>()
+            .expect("f32 values");
         mean.iter_mut().zip(&bias).for_each(|(m, b)| *m += b);
     }
     update_running_statistics(bn, &mean, &saved.block.variance, &device);
-    Tensor::from_dispatch(out)
+    out
 }
 
 #[cfg(test)]
@@ -268,7 +166,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
-    use crate::host_data::test_support::{assert_close, values};
+    use crate::test_support::{assert_close, values};
 
     /// The fused block against Burn's convolution, batch norm and ReLU run one after another:
     /// output, the four gradients and both running statistics.

@@ -4,97 +4,49 @@
 //! scatter and never reads the input again. On GPUs, for other float types and for "same"
 //! padding it is exactly `MaxPool2d::forward`.
 
-// NdArray is deprecated upstream but stays a selectable backend of this workspace.
-#![allow(deprecated)]
-
 use std::sync::{Arc, OnceLock};
 
-use burn::backend::NdArray;
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
 use burn::nn::pool::MaxPool2d;
-use burn::tensor::{DType, Tensor, TensorData};
+use burn::tensor::{DType, Tensor};
+use dml_backend::is_cpu_device;
+use dml_backend::op::{self, HostOp, OpTensor};
 use dml_kernels::pool::{self as kernels, Pool2dShape};
 
 use crate::host_conv::padding_pairs;
-use crate::host_data::HostRead;
-use crate::runtime::is_cpu_device;
 
-/// The geometry and, once the forward pass ran, the position of every output's maximum.
+/// Max pooling of `x` `[B, C, H, W]` on the host, keeping the position of every output's
+/// maximum once the forward pass ran; the backward pass never reads the input.
 #[derive(Debug)]
-pub(crate) struct PoolState {
+struct PoolOp {
     shape: Pool2dShape,
     index: OnceLock<Vec<u32>>,
 }
 
-/// The extension: max pooling of `x` `[B, C, H, W]` on the host; differentiable under autodiff.
-#[backend_extension(Flex, NdArray, Cube, Autodiff)]
-pub(crate) trait HostPoolOp: Backend {
-    /// `[B, C, Ho, Wo]`.
-    fn host_max_pool2d(x: FloatTensor<Self>, state: Arc<PoolState>) -> FloatTensor<Self>;
-}
-
-impl HostPoolOp for Flex {
-    fn host_max_pool2d(x: FloatTensor<Self>, state: Arc<PoolState>) -> FloatTensor<Self> {
-        forward::<Self>(x, &state)
+impl HostOp for PoolOp {
+    fn forward(&self, inputs: &[OpTensor]) -> OpTensor {
+        let x = &inputs[0];
+        let s = &self.shape;
+        let (output, index) = x
+            .with_f32s(|xs| kernels::max_pool2d(s, xs))
+            .expect("the pooling geometry was checked before dispatch");
+        let [ho, wo] = s.output_size().expect("a checked pooling shape");
+        // Each forward pass has its own operation; a second `set` would be a bug of this module.
+        self.index.set(index).expect("each pooling pass has its own operation");
+        OpTensor::from_f32s(output, vec![s.batch, s.channels, ho, wo], &x.device())
     }
-}
 
-impl HostPoolOp for NdArray {
-    fn host_max_pool2d(x: FloatTensor<Self>, state: Arc<PoolState>) -> FloatTensor<Self> {
-        forward::<Self>(x, &state)
-    }
-}
-
-impl HostPoolOp for Cube {
-    fn host_max_pool2d(x: FloatTensor<Self>, state: Arc<PoolState>) -> FloatTensor<Self> {
-        forward::<Self>(x, &state)
-    }
-}
-
-fn forward<B: Backend + HostRead>(x: FloatTensor<B>, state: &PoolState) -> FloatTensor<B> {
-    let device = x.device();
-    let s = &state.shape;
-    let (output, index) =
-        B::with_f32s(x, |xs| kernels::max_pool2d(s, xs)).expect("the pooling geometry was checked before dispatch");
-    let [ho, wo] = s.output_size().expect("a checked pooling shape");
-    // Each forward pass has its own state; a second `set` would be a bug of this module.
-    state.index.set(index).expect("each pooling pass has its own state");
-    B::float_from_data(TensorData::new(output, [s.batch, s.channels, ho, wo]), &device)
-}
-
-#[derive(Debug)]
-struct HostPoolBackward;
-
-impl<B: Backend + HostRead> Backward<B, 1> for HostPoolBackward {
-    type State = Arc<PoolState>;
-
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let device = grad.device();
-        let state = ops.state;
-        let s = state.shape;
-        let index = state.index.get().expect("the pooling forward pass saved its indices");
-        let dx = B::with_f32s(grad, |g| kernels::max_pool2d_backward(&s, index, g))
+    fn backward(&self, grad: OpTensor, _inputs: &[OpTensor], _wanted: &[bool]) -> Vec<Option<OpTensor>> {
+        let s = &self.shape;
+        let index = self.index.get().expect("the pooling forward pass saved its indices");
+        let dx = grad
+            .with_f32s(|g| kernels::max_pool2d_backward(s, index, g))
             .expect("the pooling geometry was checked in the forward pass");
-        if let [Some(node)] = ops.parents {
-            let shape = [s.batch, s.channels, s.height, s.width];
-            grads.register::<B>(node.id, B::float_from_data(TensorData::new(dx, shape), &device));
-        }
+        let shape = vec![s.batch, s.channels, s.height, s.width];
+        vec![Some(OpTensor::from_f32s(dx, shape, &grad.device()))]
     }
-}
 
-impl<B: Backend + HostPoolOp + HostRead, C: CheckpointStrategy> HostPoolOp for Autodiff<B, C> {
-    fn host_max_pool2d(x: FloatTensor<Self>, state: Arc<PoolState>) -> FloatTensor<Self> {
-        let output = B::host_max_pool2d(x.primitive().clone(), state.clone());
-        match HostPoolBackward.prepare::<C>([x.node()]).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => prep.finish(state, output),
-            OpsKind::UnTracked(prep) => prep.finish(output),
-        }
+    fn keeps_inputs(&self) -> bool {
+        false
     }
 }
 
@@ -123,11 +75,11 @@ pub(crate) fn max_pool2d(pool: &MaxPool2d, x: Tensor<4>) -> Tensor<4> {
     let Some(shape) = host_shape(pool, &x) else {
         return pool.forward(x);
     };
-    let state = Arc::new(PoolState {
+    let op = Arc::new(PoolOp {
         shape,
         index: OnceLock::new(),
     });
-    Tensor::from_dispatch(<Dispatch as HostPoolOp>::host_max_pool2d(x.into_dispatch(), state))
+    op::apply(op, vec![x.into()])
 }
 
 #[cfg(test)]
@@ -137,7 +89,7 @@ mod tests {
     use burn::tensor::{Device, Distribution};
 
     use super::*;
-    use crate::host_data::test_support::{assert_close, values};
+    use crate::test_support::{assert_close, values};
 
     #[test]
     fn host_pooling_and_its_gradient_match_burn() {

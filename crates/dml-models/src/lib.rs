@@ -16,12 +16,12 @@ mod head;
 mod host_bn;
 mod host_conv;
 mod host_conv_bn;
-mod host_data;
 mod host_pool;
 mod model;
 mod resnet;
-pub mod runtime;
 mod small_cnn;
+#[cfg(test)]
+mod test_support;
 mod weights;
 
 pub use bn_inception::{BnInception, BnInceptionConfig};

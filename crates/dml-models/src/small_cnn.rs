@@ -11,22 +11,15 @@ use crate::host_conv_bn::conv_bn;
 use crate::host_pool::max_pool2d;
 use crate::resnet::FeatureMaps;
 
-/// Four conv(3×3)-BN-ReLU stages; every stage after the first halves the resolution
-/// with a 2×2 max-pool first (28² → 28, 14, 7, 3).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SmallCnnConfig {
-    /// Input channels (3 for RGB).
-    pub in_channels: usize,
-    /// Output channels of the four stages (default 32, 64, 128, 256).
-    pub widths: [usize; 4],
-}
-
-impl Default for SmallCnnConfig {
-    fn default() -> Self {
-        Self {
-            in_channels: 3,
-            widths: [32, 64, 128, 256],
-        }
+dml_config::config! {
+    /// Four conv(3×3)-BN-ReLU stages; every stage after the first halves the resolution
+    /// with a 2×2 max-pool first (28² → 28, 14, 7, 3).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct SmallCnnConfig {
+        /// Input channels (3 for RGB).
+        pub in_channels: usize = 3,
+        /// Output channels of the four stages.
+        pub widths: [usize; 4] = [32, 64, 128, 256],
     }
 }
 

@@ -5,8 +5,10 @@
 
 use std::time::Instant;
 
-use dml_eval::{AccuracyConfig, Distance, Embeddings, EvalSets, Metric, evaluate, evaluate_with_reranker};
-use dml_ot::{FeatureBank, StructuralRerankerConfig};
+use dml_eval::{
+    AccuracyConfig, Distance, Embeddings, EvalSets, Metric, Neighbour, Reranker, evaluate, evaluate_with_reranker,
+};
+use dml_ot::{FeatureBank, StructuralReranker, StructuralRerankerConfig};
 
 const QUERIES: usize = 1000;
 const GALLERY: usize = 3000;
@@ -66,10 +68,12 @@ fn main() {
         embedding_dim: EMBEDDING,
     };
     let (q_maps, q_emb, g_maps, g_emb) = (q_maps.leak(), q_emb.leak(), g_maps.leak(), g_emb.leak());
-    let reranker = StructuralRerankerConfig::new()
-        .with_depth(DEPTH)
-        .init(&bank(q_maps, q_emb, QUERIES), &bank(g_maps, g_emb, GALLERY))
-        .expect("valid banks");
+    let reranker = StructuralRerankerConfig {
+        depth: DEPTH,
+        ..StructuralRerankerConfig::default()
+    }
+    .init(&bank(q_maps, q_emb, QUERIES), &bank(g_maps, g_emb, GALLERY))
+    .expect("valid banks");
 
     // Single thread: the structural scores of 100 candidates for 200 queries.
     let measured = 200;
@@ -100,7 +104,7 @@ fn main() {
     let base = evaluate(&sets, &config).expect("evaluation");
     let base_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
-    let reranked = evaluate_with_reranker(&sets, &config, &reranker).expect("evaluation");
+    let reranked = evaluate_with_reranker(&sets, &config, &Eval(&reranker)).expect("evaluation");
     let rerank_ms = t.elapsed().as_secs_f64() * 1e3;
     let threads = rayon::current_num_threads();
     println!(
@@ -111,4 +115,22 @@ fn main() {
         base.mean_average_precision_at_r.unwrap_or(f64::NAN),
         reranked.mean_average_precision_at_r.unwrap_or(f64::NAN),
     );
+}
+
+/// The re-ranker as a `dml_eval::Reranker`, as the `train` crate adapts it (dml-ot does not depend on
+/// the evaluation crate).
+struct Eval<'a>(&'a StructuralReranker);
+
+impl Reranker for Eval<'_> {
+    fn depth(&self) -> usize {
+        self.0.depth()
+    }
+
+    fn rerank(&self, query: usize, neighbours: &mut [Neighbour]) {
+        let mut pairs: Vec<(u32, f32)> = neighbours.iter().map(|nb| (nb.index, nb.score)).collect();
+        self.0.rerank(query, &mut pairs);
+        for (nb, (_, score)) in neighbours.iter_mut().zip(pairs) {
+            nb.score = score;
+        }
+    }
 }

@@ -17,15 +17,17 @@ const ITERS: usize = 50;
 const REPEATS: usize = 7;
 
 fn solver(engine: SinkhornEngine, absorb_every: usize, gradient: PlanGradient) -> Sinkhorn {
-    SinkhornConfig::new()
-        .with_engine(engine)
-        .with_eps(0.05)
-        .with_max_iters(ITERS)
-        .with_tolerance(0.0)
-        .with_absorb_every(absorb_every)
-        .with_gradient(gradient)
-        .init()
-        .expect("valid settings")
+    SinkhornConfig {
+        engine,
+        eps: 0.05,
+        max_iters: ITERS,
+        tolerance: 0.0,
+        absorb_every,
+        gradient,
+        ..SinkhornConfig::default()
+    }
+    .init()
+    .expect("valid settings")
 }
 
 /// Median wall time in milliseconds of `f` over [`REPEATS`] runs after one warm-up.

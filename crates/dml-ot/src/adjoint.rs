@@ -1,120 +1,122 @@
-//! The unrolled Sinkhorn as one differentiable Burn operation.
+//! The unrolled Sinkhorn as one differentiable operation ([`dml_backend::HostOp`]).
 //!
-//! The plan is computed on the host ([`crate::unrolled`]) and enters the graph through
-//! [`attach_unrolled`], a backend extension whose autodiff implementation registers a single node with
-//! three parents (cost, `a`, `b`). Its backward pass reads `∂L/∂P` once, runs the recorded iterations'
-//! adjoint on the host and hands back `∂L/∂cost`, `∂L/∂a` and `∂L/∂b`: one node instead of the dozens of
-//! tensor operations (and their saved intermediates) per iteration of the tensor loop. Without autodiff
-//! the operation returns the plan unchanged, on every backend.
+//! The forward pass reads the cost `[B, n, m]` and the marginals `a` `[B, n]`, `b` `[B, m]` once, runs
+//! the log-domain iterations of DIML Eq. 12–14 on the host (`crate::unrolled`) while recording their
+//! tape, and uploads the plan `T*` `[B, n, m]`. Under autodiff the plan is a single graph node with three
+//! parents (cost, `a`, `b`); its backward pass reads `∂L/∂T*` once, runs the recorded iterations' adjoint
+//! on the host and hands back `∂L/∂cost`, `∂L/∂a` and `∂L/∂b`: one node instead of the dozens of tensor
+//! operations (and their saved intermediates) per iteration of the tensor loop. The Burn backend
+//! extension, the per-backend routing and the autodiff node are `dml_backend`'s; this module holds only
+//! the forward and the backward maths.
 
-// NdArray is deprecated upstream but stays a selectable backend of this workspace.
-#![allow(deprecated)]
+use std::sync::{Arc, OnceLock};
 
-use std::sync::Arc;
+use burn::tensor::{DType, Tensor};
+use dml_backend::{HostOp, OpTensor, apply, float_tensor, read_f64s};
 
-use burn::backend::NdArray;
-use burn::backend::autodiff::checkpoint::base::Checkpointer;
-use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, Cube, Dispatch, Flex, TensorMetadata, backend_extension};
-use burn::tensor::{DType, Shape, Tensor, TensorData, try_read_sync};
+use crate::host::HostProblem;
+use crate::types::{Convergence, UnrolledParams};
+use crate::unrolled::{UnrolledTape, solve_unrolled};
 
-use crate::unrolled::UnrolledTape;
-
-/// The extension: `plan` passes through, and under autodiff it carries the adjoint recorded in `tape`.
-#[backend_extension(Flex, NdArray, Cube, Autodiff)]
-pub(crate) trait UnrolledSinkhornOp: Backend {
-    /// Returns `plan` (`[B, n, m]`, computed from `cost` `[B, n, m]`, `a` `[B, n]`, `b` `[B, m]` by the
-    /// iterations on `tape`); differentiable with respect to the three inputs under autodiff.
-    fn attach_unrolled(
-        cost: FloatTensor<Self>,
-        a: FloatTensor<Self>,
-        b: FloatTensor<Self>,
-        plan: FloatTensor<Self>,
-        tape: Arc<UnrolledTape>,
-    ) -> FloatTensor<Self> {
-        let _ = (cost, a, b, tape);
-        plan
-    }
-}
-
-impl UnrolledSinkhornOp for Flex {}
-impl UnrolledSinkhornOp for NdArray {}
-impl UnrolledSinkhornOp for Cube {}
-
-/// What the backward pass needs: the tape, and the shape and dtype of each input's gradient.
-#[derive(Debug, Clone)]
-struct AdjointState {
-    tape: Arc<UnrolledTape>,
-    inputs: [(Shape, DType); 3],
-}
-
+/// The unrolled host solve of one batch: the settings, and what its forward pass leaves for the
+/// backward pass.
 #[derive(Debug)]
-struct UnrolledBackward;
+struct UnrolledSinkhorn {
+    /// The solver settings.
+    params: UnrolledParams,
+    /// Filled once by the forward pass; every application gets its own operation value.
+    solved: OnceLock<Solved>,
+}
 
-impl<B: Backend> Backward<B, 3> for UnrolledBackward {
-    type State = AdjointState;
+/// What the forward pass of [`UnrolledSinkhorn`] records.
+#[derive(Debug)]
+struct Solved {
+    /// The iterations, for the adjoint.
+    tape: UnrolledTape,
+    /// Per-item convergence, handed back to the caller of [`unrolled_with_adjoint`].
+    convergence: Vec<Convergence>,
+    /// `[B, n, m]`.
+    dims: [usize; 3],
+    /// The dtypes of cost, `a` and `b`: each gradient is returned in its input's dtype.
+    dtypes: [DType; 3],
+}
 
-    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
+impl HostOp for UnrolledSinkhorn {
+    fn forward(&self, inputs: &[OpTensor]) -> OpTensor {
+        let [cost, a, b] = inputs else {
+            panic!("the unrolled sinkhorn takes cost, a and b, got {} inputs", inputs.len());
+        };
+        let dims = cost.dims();
+        let [batch, n, m] = <[usize; 3]>::try_from(dims.as_slice()).expect("the cost is [B, n, m]");
+        let (device, dtype) = (cost.device(), cost.dtype());
+        let dtypes = [dtype, a.dtype(), b.dtype()];
+        let cost = read_f64s(cost.clone().tensor::<3>());
+        let a = read_f64s(a.clone().tensor::<2>());
+        let b = read_f64s(b.clone().tensor::<2>());
+        let problem = HostProblem {
+            cost: &cost,
+            a: &a,
+            b: &b,
+            batch,
+            n,
+            m,
+        };
+        let solution = solve_unrolled(self.params, &problem, true);
+        let tape = solution.tape.expect("the solve was asked to record its tape");
+        let plan = float_tensor(solution.plans, [batch, n, m], &device, dtype);
+        self.solved
+            .set(Solved {
+                tape,
+                convergence: solution.convergence,
+                dims: [batch, n, m],
+                dtypes,
+            })
+            .expect("an unrolled sinkhorn operation is applied once");
+        OpTensor::new(plan)
+    }
+
+    fn backward(&self, grad: OpTensor, _inputs: &[OpTensor], wanted: &[bool]) -> Vec<Option<OpTensor>> {
+        let solved = self
+            .solved
+            .get()
+            .expect("the forward pass ran before the backward pass");
         let device = grad.device();
-        let data = try_read_sync(B::float_into_data(grad))
-            .expect("the sinkhorn adjoint reads its incoming gradient synchronously")
-            .expect("the incoming gradient of the sinkhorn plan can be read");
-        let grad_plan: Vec<f64> = data.try_into_vec_as::<f64>().expect("a float gradient converts to f64");
-        let out = ops.state.tape.adjoint(&grad_plan);
-        for ((parent, values), (shape, dtype)) in ops
-            .parents
-            .into_iter()
-            .zip([out.cost, out.a, out.b])
-            .zip(ops.state.inputs)
-        {
-            if let Some(node) = parent {
-                let data = TensorData::new(values, shape).convert_dtype(dtype);
-                grads.register::<B>(node.id, B::float_from_data(data, &device));
-            }
-        }
+        let grad_plan = read_f64s(grad.tensor::<3>());
+        let out = solved.tape.adjoint(&grad_plan);
+        let [batch, n, m] = solved.dims;
+        let [d_cost, d_a, d_b] = solved.dtypes;
+        vec![
+            wanted[0].then(|| OpTensor::new(float_tensor(out.cost, [batch, n, m], &device, d_cost))),
+            wanted[1].then(|| OpTensor::new(float_tensor(out.a, [batch, n], &device, d_a))),
+            wanted[2].then(|| OpTensor::new(float_tensor(out.b, [batch, m], &device, d_b))),
+        ]
+    }
+
+    /// The adjoint reads only the tape, so the inputs need not be kept alive until it runs.
+    fn keeps_inputs(&self) -> bool {
+        false
     }
 }
 
-impl<B: Backend + UnrolledSinkhornOp, C: CheckpointStrategy> UnrolledSinkhornOp for Autodiff<B, C> {
-    fn attach_unrolled(
-        cost: FloatTensor<Self>,
-        a: FloatTensor<Self>,
-        b: FloatTensor<Self>,
-        plan: FloatTensor<Self>,
-        tape: Arc<UnrolledTape>,
-    ) -> FloatTensor<Self> {
-        let meta = |t: &FloatTensor<Self>| (t.shape(), t.dtype());
-        let inputs = [meta(&cost), meta(&a), meta(&b)];
-        let plan = plan.primitive().clone();
-        match UnrolledBackward
-            .prepare::<C>([cost.node(), a.node(), b.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => prep.finish(AdjointState { tape, inputs }, plan),
-            OpsKind::UnTracked(prep) => prep.finish(plan),
-        }
-    }
-}
-
-/// `plan` (host values of the unrolled solve of `cost`, `a`, `b`) with the recorded adjoint attached.
-pub(crate) fn attach_unrolled(
+/// Solves `cost` `[B, n, m]`, `a` `[B, n]`, `b` `[B, m]` by the unrolled host iteration and returns the
+/// plan `T*` `[B, n, m]` (DIML Eq. 14), differentiable with respect to the three inputs through the
+/// recorded iterations' adjoint, with per-item convergence.
+pub(crate) fn unrolled_with_adjoint(
+    params: UnrolledParams,
     cost: Tensor<3>,
     a: Tensor<2>,
     b: Tensor<2>,
-    plan: Tensor<3>,
-    tape: UnrolledTape,
-) -> Tensor<3> {
-    let out = <Dispatch as UnrolledSinkhornOp>::attach_unrolled(
-        cost.into_dispatch(),
-        a.into_dispatch(),
-        b.into_dispatch(),
-        plan.into_dispatch(),
-        Arc::new(tape),
-    );
-    Tensor::from_dispatch(out)
+) -> (Tensor<3>, Vec<Convergence>) {
+    let op = Arc::new(UnrolledSinkhorn {
+        params,
+        solved: OnceLock::new(),
+    });
+    let plan = apply::<3>(op.clone(), vec![cost.into(), a.into(), b.into()]);
+    let convergence = op
+        .solved
+        .get()
+        .expect("applying the operation ran its forward pass")
+        .convergence
+        .clone();
+    (plan, convergence)
 }

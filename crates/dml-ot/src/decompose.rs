@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::OtError;
-use crate::host::{Params, Workspace, check_marginals};
+use crate::host::{Workspace, check_marginals};
 use crate::marginals::Marginals;
-use crate::sinkhorn::Convergence;
 use crate::structural::Structural;
+use crate::types::Convergence;
 
 /// One location pair `(i, j)` of a decomposition.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -147,7 +147,9 @@ impl Structural {
         let cost: Vec<f64> = similarity_matrix.iter().map(|s| 1.0 - s).collect();
         let mut plan = vec![0.0; n * m];
         let convergence =
-            Params::of(&self.sinkhorn).solve(&cost, &mu_source, &mu_target, &mut plan, &mut Workspace::default());
+            self.sinkhorn
+                .host_params()
+                .solve(&cost, &mu_source, &mu_target, &mut plan, &mut Workspace::default());
         let structural_similarity = plan.iter().zip(&similarity_matrix).map(|(t, s)| t * s).sum();
         let structural_distance = plan.iter().zip(&cost).map(|(t, c)| t * c).sum();
         let global_cosine = dot(&source_mean, &target_mean);

@@ -6,7 +6,7 @@ use thiserror::Error;
 /// similarity and the re-ranker. Every message names the offending input.
 ///
 /// Shape misuse of tensors inside the batched (hot) code paths is an `assert!` with the shapes in
-/// the message instead, as `DESIGN.md` prescribes.
+/// the message instead, as `ARCHITECTURE.md` prescribes.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum OtError {
     /// The entropic regularisation is not a finite positive number.

@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 
 use crate::error::OtError;
-use crate::sinkhorn::{Convergence, Sinkhorn};
+use crate::types::{Convergence, Params};
 
 /// Scalings outside `[1 / ABSORB, ABSORB]` are absorbed into the potentials.
 const ABSORB: f64 = 1e50;
@@ -61,66 +61,60 @@ impl HostSolution {
     }
 }
 
-impl Sinkhorn {
-    /// Solves a batch of entropic OT problems on the host in `f64`, items in parallel (rayon).
-    ///
-    /// * `cost`: `[batch, n, m]` row-major costs; `a`: `[batch, n]`; `b`: `[batch, m]`.
-    ///
-    /// The settings (`eps`, `max_iters`, `tolerance`) are this solver's; the tolerance is tested every
-    /// iteration. Gradient settings do not apply. Zero-mass entries give exact zero rows or columns.
-    ///
-    /// # Errors
-    /// [`OtError::Length`] when an array does not match `[batch, n, m]`, [`OtError::Zero`] for a zero
-    /// size, [`OtError::NotFinite`] for a non-finite cost, [`OtError::MarginalEntry`] for a negative or
-    /// non-finite marginal entry, [`OtError::ZeroMass`] and [`OtError::MassMismatch`] (relative mass
-    /// difference above 1e-4).
-    pub fn solve_host(
-        &self,
-        cost: &[f64],
-        a: &[f64],
-        b: &[f64],
-        [batch, n, m]: [usize; 3],
-    ) -> Result<HostSolution, OtError> {
-        for (input, v) in [("batch", batch), ("n", n), ("m", m)] {
-            if v == 0 {
-                return Err(OtError::Zero { input });
-            }
+/// Validates a batch of host problems (the inputs of `Sinkhorn::solve_host`) and views
+/// them as a [`HostProblem`].
+///
+/// * `cost`: `[batch, n, m]` row-major costs; `a`: `[batch, n]`; `b`: `[batch, m]`.
+///
+/// # Errors
+/// [`OtError::Length`] when an array does not match `[batch, n, m]`, [`OtError::Zero`] for a zero
+/// size, [`OtError::NotFinite`] for a non-finite cost, [`OtError::MarginalEntry`] for a negative or
+/// non-finite marginal entry, [`OtError::ZeroMass`] and [`OtError::MassMismatch`] (relative mass
+/// difference above 1e-4).
+pub(crate) fn check_problem<'a>(
+    cost: &'a [f64],
+    a: &'a [f64],
+    b: &'a [f64],
+    [batch, n, m]: [usize; 3],
+) -> Result<HostProblem<'a>, OtError> {
+    for (input, v) in [("batch", batch), ("n", n), ("m", m)] {
+        if v == 0 {
+            return Err(OtError::Zero { input });
         }
-        let shape = format!("[batch, n, m] = [{batch}, {n}, {m}]");
-        for (input, len, expected) in [
-            ("cost", cost.len(), batch * n * m),
-            ("a", a.len(), batch * n),
-            ("b", b.len(), batch * m),
-        ] {
-            if len != expected {
-                return Err(OtError::Length {
-                    input,
-                    shape: shape.clone(),
-                    expected,
-                    got: len,
-                });
-            }
-        }
-        if let Some((index, &value)) = cost.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-            return Err(OtError::NotFinite {
-                input: "cost",
-                index,
-                value,
+    }
+    let shape = format!("[batch, n, m] = [{batch}, {n}, {m}]");
+    for (input, len, expected) in [
+        ("cost", cost.len(), batch * n * m),
+        ("a", a.len(), batch * n),
+        ("b", b.len(), batch * m),
+    ] {
+        if len != expected {
+            return Err(OtError::Length {
+                input,
+                shape: shape.clone(),
+                expected,
+                got: len,
             });
         }
-        for item in 0..batch {
-            check_marginals(item, &a[item * n..(item + 1) * n], &b[item * m..(item + 1) * m])?;
-        }
-        let problem = HostProblem {
-            cost,
-            a,
-            b,
-            batch,
-            n,
-            m,
-        };
-        Ok(solve_batch(Params::of(self), &problem, true))
     }
+    if let Some((index, &value)) = cost.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(OtError::NotFinite {
+            input: "cost",
+            index,
+            value,
+        });
+    }
+    for item in 0..batch {
+        check_marginals(item, &a[item * n..(item + 1) * n], &b[item * m..(item + 1) * m])?;
+    }
+    Ok(HostProblem {
+        cost,
+        a,
+        b,
+        batch,
+        n,
+        m,
+    })
 }
 
 /// Checks one item's marginals: finite, non-negative, positive and equal mass.
@@ -177,27 +171,7 @@ pub(crate) fn solve_batch(params: Params, problem: &HostProblem<'_>, parallel: b
     }
 }
 
-/// The solver settings the host iteration needs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Params {
-    /// Entropic regularisation.
-    pub eps: f64,
-    /// Iteration cap.
-    pub max_iters: usize,
-    /// Stopping tolerance on the marginal error.
-    pub tolerance: f64,
-}
-
 impl Params {
-    /// The host settings of a solver.
-    pub(crate) fn of(s: &Sinkhorn) -> Self {
-        Self {
-            eps: s.eps,
-            max_iters: s.max_iters,
-            tolerance: s.tolerance,
-        }
-    }
-
     /// Solves one `[n, m]` problem into `plan` (zero-mass rows and columns are zero) and reports its
     /// convergence. `a` and `b` must be valid marginals (see [`check_marginals`]).
     pub(crate) fn solve(

@@ -19,9 +19,9 @@
 //! determined up to a constant shift.
 
 use burn::tensor::Tensor;
+use dml_backend::float_tensor;
 
 use crate::host::HostSolution;
-use crate::sinkhorn::from_host;
 
 /// The host plans of `solution` as a tensor whose gradient with respect to `cost`, `a` and `b` is the
 /// implicit-function derivative of the entropic OT plan (see the module documentation).
@@ -34,9 +34,11 @@ pub(crate) fn implicit_plan(
 ) -> Tensor<3> {
     let HostSolution { batch, n, m, .. } = *solution;
     let (inv_a, schur_inv) = linearisation(solution);
-    let plan = from_host(solution.plans.clone(), [batch, n, m], &cost);
-    let inv_a = from_host(inv_a, [batch, n, 1], &cost);
-    let schur_inv = from_host(schur_inv, [batch, m, m], &cost);
+    // The host values enter the graph as constants on the cost's device, in its dtype.
+    let (device, dtype) = (cost.device(), cost.dtype());
+    let plan = float_tensor(solution.plans.clone(), [batch, n, m], &device, dtype);
+    let inv_a = float_tensor(inv_a, [batch, n, 1], &device, dtype);
+    let schur_inv = float_tensor(schur_inv, [batch, m, m], &device, dtype);
 
     let d_cost = cost.clone() - cost.detach();
     let d_a = (a.clone() - a.detach()).unsqueeze_dim::<3>(2).mul_scalar(eps);

@@ -15,8 +15,23 @@
 //!   ([`Structural::decompose`], Figure 5).
 //! * [`GridPoolConfig`] → [`GridPool`]: reduction of a `[B, C, H, W]` map to `G × G` (Sec. 3.4), and
 //!   [`to_locations`] to the `[B, G·G, C]` layout the rest takes.
-//! * [`StructuralRerankerConfig`] → [`StructuralReranker`]: multi-scale matching (Sec. 3.3) as a
-//!   [`dml_eval::Reranker`].
+//! * [`StructuralRerankerConfig`] → [`StructuralReranker`]: multi-scale matching (Sec. 3.3) that
+//!   re-scores a query's nearest neighbours ([`StructuralReranker::rerank`]).
+//!
+//! Every configuration is a `dml_config::config!` struct: plain serde data whose defaults (DIML's
+//! settings) are written once, beside their fields.
+//!
+//! # Modules
+//!
+//! The modules import one another along a DAG (`a → b` reads "`a` imports `b`"), so that no module
+//! depends on itself through another and each layer can be read and tested on its own:
+//!
+//! * Leaves: `error`, `types` (the shared types and solver settings), `marginals`; `pool` → `error`.
+//! * Solvers: `host` → `error`, `types`; `unrolled` → `host`, `types`; `implicit` → `host`;
+//!   `adjoint` → `unrolled`, `host`, `types`.
+//! * Front: `sinkhorn` → the four solvers, `error`, `types`.
+//! * Users: `structural` → `sinkhorn`, `marginals`, `error`, `types`; `decompose` and `rerank` →
+//!   `structural`, `host`, `marginals`, `error`, `types`.
 #![warn(missing_docs)]
 
 mod adjoint;
@@ -29,6 +44,7 @@ mod pool;
 mod rerank;
 mod sinkhorn;
 mod structural;
+mod types;
 mod unrolled;
 
 pub use decompose::{Decomposition, FlowPair};
@@ -37,5 +53,6 @@ pub use host::HostSolution;
 pub use marginals::{Marginals, cross_correlation_marginals, l2_normalize, uniform_marginals};
 pub use pool::{GridPool, GridPoolConfig, GridReduction, to_locations};
 pub use rerank::{FeatureBank, StructuralReranker, StructuralRerankerConfig};
-pub use sinkhorn::{Convergence, PlanGradient, Sinkhorn, SinkhornConfig, SinkhornEngine, SinkhornOutput};
+pub use sinkhorn::{Sinkhorn, SinkhornConfig, SinkhornOutput};
 pub use structural::{PairwiseStructural, Structural, StructuralConfig, StructuralOutput, unit_euclidean_distance};
+pub use types::{Convergence, PlanGradient, SinkhornEngine};

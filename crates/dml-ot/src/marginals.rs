@@ -1,12 +1,15 @@
 //! The marginal distributions of DIML's structural matching: uniform (Eq. 7) and cross-correlation
 //! (Eq. 8–9).
 
-use burn::config::Config;
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
+use serde::{Deserialize, Serialize};
 
-/// Which marginals weigh the spatial locations of a pair.
-#[derive(Config, Debug, PartialEq, Eq)]
+/// Which marginals `μ^s` `[B, n]` and `μ^t` `[B, m]` weigh the spatial locations of a pair.
+///
+/// Serialised by variant name (`"Uniform"`, `"CrossCorrelation"`), as Burn's `Config` derive wrote it
+/// before, so that stored settings still read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Marginals {
     /// Every location carries `1 / L` (DIML Eq. 7).
     Uniform,

@@ -1,16 +1,19 @@
 //! Reduction of a backbone feature map `[B, C, H, W]` to a `G × G` grid of locations (DIML Sec. 3.4
 //! "Testing" and Appendix A.2), and the flattening of a grid to a list of locations.
 
-use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Tensor;
 use burn::tensor::module::{adaptive_avg_pool2d, interpolate};
 use burn::tensor::ops::{InterpolateMode, InterpolateOptions};
+use serde::{Deserialize, Serialize};
 
 use crate::error::OtError;
 
-/// How a feature map is brought to `G × G`.
-#[derive(Config, Debug, PartialEq)]
+/// How a feature map `[B, C, H, W]` is brought to `[B, C, G, G]` (DIML Sec. 3.4 and Appendix A.2).
+///
+/// Serialised by variant name (`"AdaptiveAvg"`, `{"ResizeThenPool": {"size": …, "align_corners": …}}`,
+/// `"Diml"`), as Burn's `Config` derive wrote it before, so that stored settings still read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GridReduction {
     /// Adaptive average pooling (PyTorch's `adaptive_avg_pool2d`: output cell `i` averages input rows
     /// `floor(i H / G) .. ceil((i + 1) H / G)`), which is exact averaging when `G` divides `H` and `W`.
@@ -30,15 +33,16 @@ pub enum GridReduction {
     Diml,
 }
 
-/// Configuration of [`GridPool`].
-#[derive(Config, Debug)]
-pub struct GridPoolConfig {
-    /// Side `G` of the output grid. DIML: 4 ("a good trade-off between cost and performance").
-    #[config(default = 4)]
-    pub grid: usize,
-    /// How the map is reduced.
-    #[config(default = "GridReduction::Diml")]
-    pub reduction: GridReduction,
+dml_config::config! {
+    /// Configuration of [`GridPool`], the reduction of a `[B, C, H, W]` map to `[B, C, G, G]`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct GridPoolConfig {
+        /// Side `G` of the output grid (the default is DIML's, "a good trade-off between cost and
+        /// performance").
+        pub grid: usize = 4,
+        /// How the map is reduced.
+        pub reduction: GridReduction = GridReduction::Diml,
+    }
 }
 
 impl GridPoolConfig {

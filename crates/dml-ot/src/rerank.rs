@@ -1,26 +1,27 @@
-//! DIML's multi-scale matching (Sec. 3.3 "MM", Appendix A.2) as a [`dml_eval::Reranker`]: the top-K
-//! neighbours by global cosine are re-scored by global cosine + structural similarity.
-
-use burn::config::Config;
-use dml_eval::{Neighbour, Reranker};
+//! DIML's multi-scale matching (Sec. 3.3 "MM", Appendix A.2) as a re-ranker: the top-K neighbours by
+//! global cosine are re-scored by global cosine + structural similarity.
+//!
+//! The re-ranker works on plain data (row indices and scores), so this crate does not depend on an
+//! evaluation crate; a caller adapts [`StructuralReranker::rerank`] to its evaluator's interface.
 
 use crate::error::OtError;
-use crate::host::{HostProblem, Params, solve_batch};
+use crate::host::{HostProblem, solve_batch};
 use crate::marginals::Marginals;
 use crate::structural::StructuralConfig;
+use crate::types::Params;
 
-/// Configuration of [`StructuralReranker`]. Defaults follow DIML's evaluation: K = 100, eps 0.05,
-/// at most 100 iterations, cross-correlation marginals.
-#[derive(Config, Debug)]
-pub struct StructuralRerankerConfig {
-    /// How many of each query's nearest neighbours are re-scored (DIML's truncation number K; 0 turns
-    /// re-ranking off).
-    #[config(default = 100)]
-    pub depth: usize,
-    /// Solver and marginals of the structural similarity (its gradient setting does not apply: the
-    /// re-ranker solves on the host).
-    #[config(default = "StructuralConfig::new()")]
-    pub structural: StructuralConfig,
+dml_config::config! {
+    /// Configuration of [`StructuralReranker`]. The defaults follow DIML's evaluation (its truncation
+    /// number K, solver settings and cross-correlation marginals).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct StructuralRerankerConfig {
+        /// How many of each query's nearest neighbours are re-scored (DIML's truncation number K; 0
+        /// turns re-ranking off).
+        pub depth: usize = 100,
+        /// Solver and marginals of the structural similarity (its gradient setting does not apply: the
+        /// re-ranker solves on the host).
+        pub structural: StructuralConfig = StructuralConfig::default(),
+    }
 }
 
 /// One set of images on the host: `G × G` pooled feature maps and global embeddings, row `r` of both
@@ -57,10 +58,10 @@ struct Prepared {
 }
 
 /// Re-scores the first [`StructuralReranker::depth`] neighbours of a query with
-/// `score = -(cos(ψ^q, ψ^g) + s_struct(z^q, z^g))` (smaller is closer, as
-/// [`dml_eval::Neighbour::score`] expects), the sum of DIML's two scales (Appendix A.2). The global
-/// cosine is recomputed from the stored embeddings, whatever distance the search used; the structural
-/// similarity is solved on the host in `f64` for all of a query's candidates in one batch.
+/// `score = -(cos(ψ^q, ψ^g) + s_struct(z^q, z^g))` (smaller is closer, as a distance), the sum of
+/// DIML's two scales (Appendix A.2). The global cosine is recomputed from the stored embeddings,
+/// whatever distance the search used; the structural similarity is solved on the host in `f64` for
+/// all of a query's candidates in one batch.
 #[derive(Debug, Clone)]
 pub struct StructuralReranker {
     query: Prepared,
@@ -105,7 +106,7 @@ impl StructuralRerankerConfig {
             channels: query.channels,
             embedding_dim: query.embedding_dim,
             depth: self.depth,
-            params: Params::of(structural.sinkhorn()),
+            params: structural.sinkhorn().host_params(),
             marginals: structural.marginals().clone(),
         })
     }
@@ -230,6 +231,24 @@ impl StructuralReranker {
         self.depth
     }
 
+    /// Re-scores the neighbours of query row `query` in place: each `(gallery row, score)` pair gets
+    /// `score = -(cos(ψ^q, ψ^g) + s_struct(z^q, z^g))` (DIML Eq. 5 plus the global cosine, Appendix
+    /// A.2; smaller is closer). The rows are kept and their order is left to the caller, which sorts
+    /// by the new scores. An evaluator passes the first [`Self::depth`] neighbours (nearest first);
+    /// every pair given is re-scored, their transport problems solved together as one batch.
+    ///
+    /// # Panics
+    /// When `query` or a gallery row is out of range.
+    pub fn rerank(&self, query: usize, neighbours: &mut [(u32, f32)]) {
+        if neighbours.is_empty() {
+            return;
+        }
+        let candidates: Vec<usize> = neighbours.iter().map(|&(index, _)| index as usize).collect();
+        for ((_, score), (global, structural)) in neighbours.iter_mut().zip(self.scores(query, &candidates)) {
+            *score = -(global + structural) as f32;
+        }
+    }
+
     /// `(global cosine, structural similarity)` of query row `query` with every gallery row in
     /// `candidates`, the candidates' transport problems solved together as one batch.
     ///
@@ -330,20 +349,4 @@ fn dot32(x: &[f32], y: &[f32]) -> f32 {
         s += p * q;
     }
     s
-}
-
-impl Reranker for StructuralReranker {
-    fn depth(&self) -> usize {
-        self.depth
-    }
-
-    fn rerank(&self, query: usize, neighbours: &mut [Neighbour]) {
-        if neighbours.is_empty() {
-            return;
-        }
-        let candidates: Vec<usize> = neighbours.iter().map(|nb| nb.index as usize).collect();
-        for (nb, (global, structural)) in neighbours.iter_mut().zip(self.scores(query, &candidates)) {
-            nb.score = -(global + structural) as f32;
-        }
-    }
 }

@@ -1,89 +1,50 @@
 //! Batched, log-domain entropic optimal transport (Sinkhorn) on tensors, differentiable by
 //! unrolling its iterations or by implicit differentiation of the converged plan.
 
-use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::{DType, Tensor, TensorData};
-use serde::{Deserialize, Serialize};
+use burn::tensor::{DType, Tensor};
+use dml_backend::{float_tensor, read_f64s};
 
-use crate::adjoint::attach_unrolled;
+use crate::adjoint::unrolled_with_adjoint;
 use crate::error::OtError;
-use crate::host::{HostProblem, Params, solve_batch};
+use crate::host::{HostProblem, HostSolution, check_problem, solve_batch};
 use crate::implicit::implicit_plan;
-use crate::unrolled::{UnrolledParams, solve_unrolled};
+use crate::types::{Convergence, LOG_ZERO, Params, PlanGradient, SinkhornEngine, UnrolledParams};
+use crate::unrolled::solve_unrolled;
 
-/// The log-marginal given to a zero-mass entry. `exp(-1000)` is exactly zero in `f32` and `f64`, so the
-/// entry's row or column of the plan comes out as exact zeros, while every intermediate stays finite (a
-/// true `log(0) = -inf` would turn `-inf + inf` into NaN in the first update).
-pub(crate) const LOG_ZERO: f64 = -1000.0;
-
-/// How gradients flow from the plan back to the cost and the marginals.
-#[derive(Config, Debug, PartialEq, Eq)]
-pub enum PlanGradient {
-    /// Autodiff records every Sinkhorn iteration on the tensors, so the gradient is that of the truncated
-    /// solver actually run (what PyTorch code gets by back-propagating through the loop).
-    Unrolled,
-    /// The plan is solved on the host (in `f64`, to the tolerance) from detached inputs and re-attached
-    /// to the graph by the implicit-function theorem: the gradient is that of the *converged* entropic
-    /// plan, computed with a handful of tensor operations instead of one per iteration.
-    Implicit,
-    /// The plan is a constant (no gradient), as DIML's training losses use it (`torch.no_grad()`):
-    /// gradients then reach the features only through the similarity weighed by the plan.
-    Detached,
-}
-
-/// Where the iterations of [`PlanGradient::Unrolled`] and [`PlanGradient::Detached`] run.
-#[derive(Config, Debug, PartialEq, Eq)]
-pub enum SinkhornEngine {
-    /// On the host, in `f64` with rayon over the items, recording a tape whose hand-written adjoint is
-    /// the backward pass of a single autodiff node (exactly the gradient of the `T` log-domain
-    /// iterations). The inputs are read back once and the plan uploaded once, so on a GPU device this
-    /// costs two transfers of `[B, n, m]` values. The fastest choice on the CPU. Zero-mass rows and
-    /// columns are removed before iterating, so they do not weigh in even on the first column step
-    /// (where the tensor loop still counts them at potential 0); both engines converge to the same plan.
-    Host,
-    /// As tensor operations on the device, with one autodiff node per operation (the loop a PyTorch
-    /// implementation back-propagates through); `absorb_every` selects its log-domain or stabilised form.
-    Tensor,
-}
-
-/// Configuration of the batched Sinkhorn solver of
-/// `min_T <T, C> + eps * Σ T (log T - 1)` subject to `T 1 = a`, `Tᵀ 1 = b` (DIML Eq. 12–14, solved in
-/// the log domain as POT's `ot.bregman.sinkhorn_log`).
-#[derive(Config, Debug)]
-pub struct SinkhornConfig {
-    /// Entropic regularisation `eps` (DIML's `λ`). DIML: 0.05.
-    #[config(default = 0.05)]
-    pub eps: f64,
-    /// Iteration cap; one iteration updates the column and then the row potentials. DIML: 100.
-    #[config(default = 100)]
-    pub max_iters: usize,
-    /// Stop once the largest absolute marginal error `max(|T 1 - a|∞, |Tᵀ 1 - b|∞)` of every item is
-    /// at most this. `0` runs exactly `max_iters` iterations. DIML stops on a mean change of the
-    /// scalings below 0.1 instead, which is much looser; 1e-6 is near the `f32` resolution of marginals
-    /// that sum to 1.
-    #[config(default = 1e-6)]
-    pub tolerance: f64,
-    /// How often (in iterations) the unrolled and detached solvers test the tolerance. On the tensor
-    /// engine each check reads the marginal errors back from the device; on the host engine it costs one
-    /// matrix-vector product per item. (The implicit path's host solver checks every iteration, where
-    /// its error comes for free.)
-    #[config(default = 10)]
-    pub check_every: usize,
-    /// Iterations between absorptions of the scalings into the log-domain potentials in the tensor
-    /// solver (Schmitzer's stabilised Sinkhorn). `1` iterates purely in the log domain (an `exp` over
-    /// `[B, n, m]` per half-step); larger values run the iterations in between as matrix-vector
-    /// products with the stabilised kernel, which is several times faster on the CPU, where `exp`
-    /// dominates. Absorption also happens after iterations 1, 2, 4 and 8, while the potentials are
-    /// still far from their optimum.
-    #[config(default = 10)]
-    pub absorb_every: usize,
-    /// How gradients reach the plan.
-    #[config(default = "PlanGradient::Unrolled")]
-    pub gradient: PlanGradient,
-    /// Where unrolled and detached solves run (implicit solves always run on the host).
-    #[config(default = "SinkhornEngine::Host")]
-    pub engine: SinkhornEngine,
+dml_config::config! {
+    /// Configuration of the batched Sinkhorn solver of
+    /// `min_T <T, C> + eps * Σ T (log T - 1)` subject to `T 1 = a`, `Tᵀ 1 = b` (DIML Eq. 12–14, solved in
+    /// the log domain as POT's `ot.bregman.sinkhorn_log`) on `[B, n, m]` costs.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct SinkhornConfig {
+        /// Entropic regularisation `eps` (DIML's `λ`; the default is DIML's value).
+        pub eps: f64 = 0.05,
+        /// Iteration cap; one iteration updates the column and then the row potentials (the default is
+        /// DIML's cap).
+        pub max_iters: usize = 100,
+        /// Stop once the largest absolute marginal error `max(|T 1 - a|∞, |Tᵀ 1 - b|∞)` of every item is
+        /// at most this. `0` runs exactly `max_iters` iterations. DIML stops on a mean change of the
+        /// scalings below 0.1 instead, which is much looser; the default is near the `f32` resolution of
+        /// marginals that sum to 1.
+        pub tolerance: f64 = 1e-6,
+        /// How often (in iterations) the unrolled and detached solvers test the tolerance. On the tensor
+        /// engine each check reads the marginal errors back from the device; on the host engine it costs
+        /// one matrix-vector product per item. (The implicit path's host solver checks every iteration,
+        /// where its error comes for free.)
+        pub check_every: usize = 10,
+        /// Iterations between absorptions of the scalings into the log-domain potentials in the tensor
+        /// solver (Schmitzer's stabilised Sinkhorn). `1` iterates purely in the log domain (an `exp` over
+        /// `[B, n, m]` per half-step); larger values run the iterations in between as matrix-vector
+        /// products with the stabilised kernel, which is several times faster on the CPU, where `exp`
+        /// dominates. Absorption also happens after iterations 1, 2, 4 and 8, while the potentials are
+        /// still far from their optimum.
+        pub absorb_every: usize = 10,
+        /// How gradients reach the plan.
+        pub gradient: PlanGradient = PlanGradient::Unrolled,
+        /// Where unrolled and detached solves run (implicit solves always run on the host).
+        pub engine: SinkhornEngine = SinkhornEngine::Host,
+    }
 }
 
 impl SinkhornConfig {
@@ -121,17 +82,6 @@ impl SinkhornConfig {
     }
 }
 
-/// Whether and how one batch item converged.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Convergence {
-    /// Iterations the item needed to reach the tolerance, or the iterations run when it never did.
-    pub iterations: usize,
-    /// `max(|T 1 - a|∞, |Tᵀ 1 - b|∞)` of the returned plan.
-    pub marginal_error: f64,
-    /// Whether `marginal_error <= tolerance` (always `false` with tolerance 0 unless the error is 0).
-    pub converged: bool,
-}
-
 /// The plans of a batch and how each item converged.
 #[derive(Debug, Clone)]
 pub struct SinkhornOutput {
@@ -155,20 +105,21 @@ impl SinkhornOutput {
 #[derive(Module, Debug)]
 pub struct Sinkhorn {
     /// Entropic regularisation.
-    pub(crate) eps: f64,
+    eps: f64,
     /// Iteration cap.
-    pub(crate) max_iters: usize,
+    max_iters: usize,
     /// Stopping tolerance on the marginal error.
-    pub(crate) tolerance: f64,
+    tolerance: f64,
     /// Iterations between tolerance checks of the tensor solver.
-    pub(crate) check_every: usize,
+    check_every: usize,
     /// Iterations between absorptions in the tensor solver.
-    pub(crate) absorb_every: usize,
+    absorb_every: usize,
     /// How gradients reach the plan.
     #[module(skip)]
-    pub(crate) gradient: PlanGradient,
+    gradient: PlanGradient,
+    /// Where the unrolled and detached iterations run.
     #[module(skip)]
-    pub(crate) engine: SinkhornEngine,
+    engine: SinkhornEngine,
 }
 
 impl Sinkhorn {
@@ -190,6 +141,34 @@ impl Sinkhorn {
     /// How gradients reach the plan.
     pub fn gradient(&self) -> &PlanGradient {
         &self.gradient
+    }
+
+    /// The settings of the host solver (`eps`, `max_iters`, `tolerance`).
+    pub(crate) fn host_params(&self) -> Params {
+        Params {
+            eps: self.eps,
+            max_iters: self.max_iters,
+            tolerance: self.tolerance,
+        }
+    }
+
+    /// Solves a batch of entropic OT problems (DIML Eq. 12–14) on the host in `f64`, items in parallel
+    /// (rayon).
+    ///
+    /// * `cost`: `[batch, n, m]` row-major costs; `a`: `[batch, n]`; `b`: `[batch, m]`.
+    ///
+    /// Returns the `[batch, n, m]` plans. The settings (`eps`, `max_iters`, `tolerance`) are this
+    /// solver's; the tolerance is tested every iteration. Gradient settings do not apply. Zero-mass
+    /// entries give exact zero rows or columns.
+    ///
+    /// # Errors
+    /// [`OtError::Length`] when an array does not match `[batch, n, m]`, [`OtError::Zero`] for a zero
+    /// size, [`OtError::NotFinite`] for a non-finite cost, [`OtError::MarginalEntry`] for a negative or
+    /// non-finite marginal entry, [`OtError::ZeroMass`] and [`OtError::MassMismatch`] (relative mass
+    /// difference above 1e-4).
+    pub fn solve_host(&self, cost: &[f64], a: &[f64], b: &[f64], dims: [usize; 3]) -> Result<HostSolution, OtError> {
+        let problem = check_problem(cost, a, b, dims)?;
+        Ok(solve_batch(self.host_params(), &problem, true))
     }
 
     /// Solves a batch of entropic OT problems.
@@ -234,8 +213,6 @@ impl Sinkhorn {
 
     /// The unrolled iterations on the host; with `differentiable`, the plan carries their adjoint.
     fn solve_unrolled_host(&self, cost: Tensor<3>, a: Tensor<2>, b: Tensor<2>, differentiable: bool) -> SinkhornOutput {
-        let [batch, n, m] = cost.dims();
-        let inputs = HostInputs::read(&cost, &a, &b);
         let params = UnrolledParams {
             eps: self.eps,
             max_iters: self.max_iters,
@@ -243,17 +220,18 @@ impl Sinkhorn {
             check_every: self.check_every,
         };
         // Without an autodiff device nothing can ask for the gradient, so no tape is kept.
-        let record = differentiable && cost.device().is_autodiff();
-        let solution = solve_unrolled(params, &inputs.problem(), record);
-        let iterations = solution.convergence.iter().map(|c| c.iterations).max().unwrap_or(0);
-        let plan = from_host(solution.plans, [batch, n, m], &cost);
-        let plan = match solution.tape {
-            Some(tape) => attach_unrolled(cost, a, b, plan, tape),
-            None => plan,
+        let (plan, convergence) = if differentiable && cost.device().is_autodiff() {
+            unrolled_with_adjoint(params, cost, a, b)
+        } else {
+            let inputs = HostInputs::read(&cost, &a, &b);
+            let solution = solve_unrolled(params, &inputs.problem(), false);
+            let plan = float_tensor(solution.plans, cost.dims(), &cost.device(), cost.dtype());
+            (plan, solution.convergence)
         };
+        let iterations = convergence.iter().map(|c| c.iterations).max().unwrap_or(0);
         SinkhornOutput {
             plan,
-            convergence: solution.convergence,
+            convergence,
             iterations,
         }
     }
@@ -292,7 +270,7 @@ impl Sinkhorn {
         let b_col = b.clone().unsqueeze_dim::<3>(2);
         let log_b = safe_log(b.clone()).unsqueeze_dim::<3>(1);
         let check = self.tolerance > 0.0;
-        let b_host = if check { to_host(b.clone().detach()) } else { Vec::new() };
+        let b_host = if check { read_f64s(b.clone()) } else { Vec::new() };
         let mut reached: Vec<Option<usize>> = vec![None; batch];
 
         // First column step in the log domain, shifted by the column maxima.
@@ -310,7 +288,7 @@ impl Sinkhorn {
                 let kt_u = kernel_t.clone().matmul(u.clone());
                 if check && iterations.is_multiple_of(self.check_every) {
                     // The columns of the current plan, v ⊙ Kᵀu, against b; its rows are exact.
-                    let cols = to_host((v.clone() * kt_u.clone()).detach());
+                    let cols = read_f64s(v.clone() * kt_u.clone());
                     if self.record(&mut reached, &cols, &b_host, m, iterations) {
                         break;
                     }
@@ -369,7 +347,7 @@ impl Sinkhorn {
         let log_a = safe_log(a.clone()).unsqueeze_dim::<3>(2);
         let log_b = safe_log(b.clone()).unsqueeze_dim::<3>(1);
         let check = self.tolerance > 0.0;
-        let b_host = if check { to_host(b.clone().detach()) } else { Vec::new() };
+        let b_host = if check { read_f64s(b.clone()) } else { Vec::new() };
         let mut reached: Vec<Option<usize>> = vec![None; batch];
 
         let mut l = cost.mul_scalar(-1.0 / self.eps);
@@ -381,7 +359,7 @@ impl Sinkhorn {
             let col = l.clone().exp().sum_dim(1);
             if check && iterations > 0 && iterations.is_multiple_of(self.check_every) {
                 // The columns of the current plan against b; its rows are exact after the last row step.
-                let col_host = to_host(col.clone().detach());
+                let col_host = read_f64s(col.clone());
                 if self.record(&mut reached, &col_host, &b_host, m, iterations) {
                     break;
                 }
@@ -406,7 +384,7 @@ impl Sinkhorn {
     /// Host solve in `f64` from detached inputs, re-attached to the graph by implicit differentiation.
     fn solve_implicit(&self, cost: Tensor<3>, a: Tensor<2>, b: Tensor<2>) -> SinkhornOutput {
         let inputs = HostInputs::read(&cost, &a, &b);
-        let solution = solve_batch(Params::of(self), &inputs.problem(), true);
+        let solution = solve_batch(self.host_params(), &inputs.problem(), true);
         let iterations = solution.convergence.iter().map(|c| c.iterations).max().unwrap_or(0);
         let plan = implicit_plan(cost, a, b, self.eps, &solution);
         SinkhornOutput {
@@ -426,10 +404,10 @@ impl Sinkhorn {
         iterations: usize,
         [batch, n, m]: [usize; 3],
     ) -> Vec<Convergence> {
-        let rows = to_host(plan.clone().sum_dim(2));
-        let cols = to_host(plan.sum_dim(1));
-        let a = to_host(a.detach());
-        let b = to_host(b.detach());
+        let rows = read_f64s(plan.clone().sum_dim(2));
+        let cols = read_f64s(plan.sum_dim(1));
+        let a = read_f64s(a);
+        let b = read_f64s(b);
         (0..batch)
             .map(|item| {
                 let err = max_abs_diff(&rows[item * n..(item + 1) * n], &a[item * n..(item + 1) * n]).max(
@@ -446,9 +424,6 @@ impl Sinkhorn {
     }
 }
 
-/// `log x` with zero (or negative) entries mapped to [`LOG_ZERO`]. The zeros are replaced by 1 before
-/// the logarithm so that its backward pass divides by 1, not 0: masking only the output would still
-/// multiply a zero gradient by `1/0` and give NaN.
 /// The values of a batch's cost `[B, n, m]` and marginals `[B, n]`, `[B, m]`, read back once for the
 /// host solvers.
 struct HostInputs {
@@ -461,9 +436,9 @@ struct HostInputs {
 impl HostInputs {
     fn read(cost: &Tensor<3>, a: &Tensor<2>, b: &Tensor<2>) -> Self {
         Self {
-            cost: to_host(cost.clone().detach()),
-            a: to_host(a.clone().detach()),
-            b: to_host(b.clone().detach()),
+            cost: read_f64s(cost.clone()),
+            a: read_f64s(a.clone()),
+            b: read_f64s(b.clone()),
             dims: cost.dims(),
         }
     }
@@ -481,13 +456,16 @@ impl HostInputs {
     }
 }
 
-pub(crate) fn safe_log<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+/// `log x` with zero (or negative) entries mapped to [`LOG_ZERO`]. The zeros are replaced by 1 before
+/// the logarithm so that its backward pass divides by 1, not 0: masking only the output would still
+/// multiply a zero gradient by `1/0` and give NaN.
+fn safe_log<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     let zero = x.clone().lower_equal_elem(0.0);
     x.mask_fill(zero.clone(), 1.0).log().mask_fill(zero, LOG_ZERO)
 }
 
 /// The smallest positive normal number of a float dtype, used to clamp sums before their logarithm.
-pub(crate) fn smallest_normal(dtype: DType) -> f64 {
+fn smallest_normal(dtype: DType) -> f64 {
     match dtype {
         DType::F64 => f64::MIN_POSITIVE,
         DType::F16 => 6.2e-5,
@@ -495,26 +473,10 @@ pub(crate) fn smallest_normal(dtype: DType) -> f64 {
     }
 }
 
-/// Reads a tensor back to the host as `f64`, whatever its dtype.
-pub(crate) fn to_host<const D: usize>(t: Tensor<D>) -> Vec<f64> {
-    t.into_data()
-        .try_into_vec_as::<f64>()
-        .expect("a float tensor converts to f64")
-}
-
-/// A tensor of the given dtype on the device of `like` from host `f64` values.
-pub(crate) fn from_host<const D: usize>(values: Vec<f64>, shape: [usize; D], like: &Tensor<D>) -> Tensor<D> {
-    let dtype = like.dtype();
-    Tensor::from_data(
-        TensorData::new(values, shape).convert_dtype(dtype),
-        (&like.device(), dtype),
-    )
-}
-
 /// `max_i |x_i - y_i|` (0 for empty slices).
 ///
 /// A NaN anywhere makes the result NaN, so that a broken plan can never pass a tolerance test.
-pub(crate) fn max_abs_diff(x: &[f64], y: &[f64]) -> f64 {
+fn max_abs_diff(x: &[f64], y: &[f64]) -> f64 {
     x.iter().zip(y).fold(0.0, |acc: f64, (p, q)| {
         let d = (p - q).abs();
         if d > acc || d.is_nan() { d } else { acc }

@@ -1,33 +1,39 @@
 //! DIML's structural similarity and distance (Eq. 5–6) between sets of local features, for a batch of
 //! pairs and for every pair of two sets (the training helper of Sec. 3.4 and Appendix A.3).
 
-use burn::config::Config;
 use burn::module::Module;
+use burn::tensor::activation::relu;
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::error::OtError;
 use crate::marginals::{Marginals, cross_correlation_marginals, l2_normalize, normalize_weights, uniform_marginals};
-use crate::sinkhorn::{Convergence, PlanGradient, Sinkhorn, SinkhornConfig};
-use burn::tensor::activation::relu;
+use crate::sinkhorn::{Sinkhorn, SinkhornConfig};
+use crate::types::{Convergence, PlanGradient};
 
-/// Configuration of [`Structural`]: the transport solver and the marginals. Defaults follow DIML's
-/// evaluation (eps 0.05, at most 100 iterations, cross-correlation marginals).
-#[derive(Config, Debug)]
-pub struct StructuralConfig {
-    /// The Sinkhorn solver; its `gradient` decides whether the plan is differentiated.
-    #[config(default = "SinkhornConfig::new()")]
-    pub sinkhorn: SinkhornConfig,
-    /// The marginals of each pair.
-    #[config(default = "Marginals::CrossCorrelation")]
-    pub marginals: Marginals,
+dml_config::config! {
+    /// Configuration of [`Structural`]: the transport solver and the marginals of DIML Eq. 4–9. The
+    /// defaults follow DIML's evaluation (its solver settings and cross-correlation marginals).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct StructuralConfig {
+        /// The Sinkhorn solver; its `gradient` decides whether the plan is differentiated.
+        pub sinkhorn: SinkhornConfig = SinkhornConfig::default(),
+        /// The marginals of each pair.
+        pub marginals: Marginals = Marginals::CrossCorrelation,
+    }
 }
 
 impl StructuralConfig {
-    /// DIML's training setting (Appendix A.3 and its code): cross-correlation marginals, eps 0.05, at
-    /// most 100 iterations, and a plan that is a constant for autodiff ([`PlanGradient::Detached`]), so
-    /// that gradients reach the features through the similarities the plan weighs.
+    /// DIML's training setting (Appendix A.3 and its code): the default (DIML) solver settings and
+    /// marginals, with a plan that is a constant for autodiff ([`PlanGradient::Detached`]), so that
+    /// gradients reach the features through the similarities the plan weighs.
     pub fn diml_training() -> Self {
-        Self::new().with_sinkhorn(SinkhornConfig::new().with_gradient(PlanGradient::Detached))
+        Self {
+            sinkhorn: SinkhornConfig {
+                gradient: PlanGradient::Detached,
+                ..SinkhornConfig::default()
+            },
+            ..Self::default()
+        }
     }
 
     /// Validates the settings and builds the module.

@@ -31,22 +31,13 @@
 use rayon::prelude::*;
 
 use crate::host::{HostProblem, log_sum_exp, marginal_error};
-use crate::sinkhorn::Convergence;
+use crate::types::{Convergence, UnrolledParams};
 
 /// Scalings beyond `[1 / ABSORB, ABSORB]` are absorbed into the potentials.
 const ABSORB: f64 = 1e50;
 
 /// A sum of kernel entries at or below this (or not finite) is treated as underflow.
 const TINY: f64 = 1e-280;
-
-/// The settings of one unrolled solve.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UnrolledParams {
-    pub eps: f64,
-    pub max_iters: usize,
-    pub tolerance: f64,
-    pub check_every: usize,
-}
 
 /// What the forward pass returns: the plans `[batch, n, m]`, per-item convergence and, when asked for,
 /// the tape the adjoint needs.

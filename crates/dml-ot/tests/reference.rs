@@ -45,13 +45,15 @@ fn host2(t: Tensor<2>) -> Vec<f64> {
 }
 
 fn solver(eps: f64, absorb_every: usize, gradient: PlanGradient) -> SinkhornConfig {
-    SinkhornConfig::new()
-        .with_eps(eps)
-        .with_max_iters(200_000)
-        .with_tolerance(SOLVER_TOLERANCE)
-        .with_check_every(10)
-        .with_absorb_every(absorb_every)
-        .with_gradient(gradient)
+    SinkhornConfig {
+        eps,
+        max_iters: 200_000,
+        tolerance: SOLVER_TOLERANCE,
+        check_every: 10,
+        absorb_every,
+        gradient,
+        ..SinkhornConfig::default()
+    }
 }
 
 fn run_sinkhorn(case: &Case) -> Result<(), String> {
@@ -137,9 +139,10 @@ fn run_structural(case: &Case) -> Result<(), String> {
     let want_struct = number(case, "expected.structural_similarity")?;
     let want_global = number(case, "expected.global_cosine")?;
 
-    let config = StructuralConfig::new()
-        .with_sinkhorn(solver(eps, 10, PlanGradient::Unrolled))
-        .with_marginals(marginals);
+    let config = StructuralConfig {
+        sinkhorn: solver(eps, 10, PlanGradient::Unrolled),
+        marginals,
+    };
     let structural = config.init().map_err(|e| e.to_string())?;
 
     let device = Device::flex();

@@ -45,12 +45,14 @@ fn marginal_errors(plans: &[f64], a: &[f64], b: &[f64], n: usize, m: usize) -> V
 }
 
 fn config(eps: f64, absorb_every: usize, gradient: PlanGradient) -> SinkhornConfig {
-    SinkhornConfig::new()
-        .with_eps(eps)
-        .with_max_iters(5000)
-        .with_tolerance(1e-10)
-        .with_absorb_every(absorb_every)
-        .with_gradient(gradient)
+    SinkhornConfig {
+        eps,
+        max_iters: 5000,
+        tolerance: 1e-10,
+        absorb_every,
+        gradient,
+        ..SinkhornConfig::default()
+    }
 }
 
 #[test]
@@ -83,15 +85,17 @@ fn every_path_meets_the_marginals_and_agrees_with_the_host_solver() {
         (SinkhornEngine::Tensor, 3, PlanGradient::Detached),
     ] {
         let label = format!("{engine:?}/{gradient:?}");
-        let out = config(0.1, absorb, gradient.clone())
-            .with_engine(engine)
-            .init()
-            .unwrap()
-            .forward(
-                tensor(&cost, [batch, n, m], &device),
-                tensor(&a, [batch, n], &device),
-                tensor(&b, [batch, m], &device),
-            );
+        let out = SinkhornConfig {
+            engine,
+            ..config(0.1, absorb, gradient.clone())
+        }
+        .init()
+        .unwrap()
+        .forward(
+            tensor(&cost, [batch, n, m], &device),
+            tensor(&a, [batch, n], &device),
+            tensor(&b, [batch, m], &device),
+        );
         assert!(out.all_converged(), "{label}/{absorb}: {:?}", out.convergence);
         let plans = host(out.plan);
         assert!(plans.iter().all(|&t| t >= 0.0), "{label}/{absorb}: negative plan entry");
@@ -122,12 +126,14 @@ fn small_eps_does_not_underflow_in_f32() {
         "the test must exercise underflow ({underflowing} entries)"
     );
 
-    let reference = config(eps, 10, PlanGradient::Detached)
-        .with_max_iters(100_000)
-        .init()
-        .unwrap()
-        .solve_host(&cost, &a, &b, [batch, n, m])
-        .unwrap();
+    let reference = SinkhornConfig {
+        max_iters: 100_000,
+        ..config(eps, 10, PlanGradient::Detached)
+    }
+    .init()
+    .unwrap()
+    .solve_host(&cost, &a, &b, [batch, n, m])
+    .unwrap();
     assert!(reference.convergence.iter().all(|c| c.converged));
     let device = Device::flex();
     for (engine, absorb) in [
@@ -135,17 +141,19 @@ fn small_eps_does_not_underflow_in_f32() {
         (SinkhornEngine::Tensor, 1),
         (SinkhornEngine::Tensor, 10),
     ] {
-        let out = config(eps, absorb, PlanGradient::Unrolled)
-            .with_engine(engine.clone())
-            .with_max_iters(20_000)
-            .with_tolerance(2e-6)
-            .init()
-            .unwrap()
-            .forward(
-                Tensor::<3>::from_data(tensor(&cost, [batch, n, m], &device).into_data(), (&device, DType::F32)),
-                Tensor::<2>::from_data(tensor(&a, [batch, n], &device).into_data(), (&device, DType::F32)),
-                Tensor::<2>::from_data(tensor(&b, [batch, m], &device).into_data(), (&device, DType::F32)),
-            );
+        let out = SinkhornConfig {
+            engine: engine.clone(),
+            max_iters: 20_000,
+            tolerance: 2e-6,
+            ..config(eps, absorb, PlanGradient::Unrolled)
+        }
+        .init()
+        .unwrap()
+        .forward(
+            Tensor::<3>::from_data(tensor(&cost, [batch, n, m], &device).into_data(), (&device, DType::F32)),
+            Tensor::<2>::from_data(tensor(&a, [batch, n], &device).into_data(), (&device, DType::F32)),
+            Tensor::<2>::from_data(tensor(&b, [batch, m], &device).into_data(), (&device, DType::F32)),
+        );
         assert_eq!(out.plan.dtype(), DType::F32);
         assert!(out.all_converged(), "{engine:?}/{absorb}: {:?}", out.convergence);
         let plans = host(out.plan);
@@ -216,11 +224,13 @@ fn zero_mass_entries_give_zero_rows_and_columns_without_nan() {
         let cost_t = tensor(&cost, [batch, n, m], &device).require_grad();
         let a_t = tensor(&a, [batch, n], &device).require_grad();
         let b_t = tensor(&b, [batch, m], &device).require_grad();
-        let out = config(0.05, absorb, gradient.clone())
-            .with_engine(engine.clone())
-            .init()
-            .unwrap()
-            .forward(cost_t.clone(), a_t.clone(), b_t.clone());
+        let out = SinkhornConfig {
+            engine: engine.clone(),
+            ..config(0.05, absorb, gradient.clone())
+        }
+        .init()
+        .unwrap()
+        .forward(cost_t.clone(), a_t.clone(), b_t.clone());
         let what = format!("{engine:?}/{gradient:?}/{absorb}");
         assert!(out.all_converged(), "{what}: {:?}", out.convergence);
         let weights = tensor(
@@ -260,15 +270,17 @@ fn host_adjoint_equals_autodiff_through_the_tensor_loop() {
         let cost_t = tensor(&cost, [batch, n, m], &device).require_grad();
         let a_t = tensor(&a, [batch, n], &device).require_grad();
         let b_t = tensor(&b, [batch, m], &device).require_grad();
-        let out = SinkhornConfig::new()
-            .with_eps(0.07)
-            .with_max_iters(25)
-            .with_tolerance(0.0)
-            .with_absorb_every(absorb)
-            .with_engine(engine)
-            .init()
-            .unwrap()
-            .forward(cost_t.clone(), a_t.clone(), b_t.clone());
+        let out = SinkhornConfig {
+            eps: 0.07,
+            max_iters: 25,
+            tolerance: 0.0,
+            absorb_every: absorb,
+            engine,
+            ..SinkhornConfig::default()
+        }
+        .init()
+        .unwrap()
+        .forward(cost_t.clone(), a_t.clone(), b_t.clone());
         assert_eq!(out.iterations, 25);
         let plan = host(out.plan.clone());
         let grads = (out.plan * tensor(&weights, [batch, n, m], &device)).sum().backward();
@@ -305,18 +317,20 @@ fn convergence_reports_iterations_and_the_cap() {
     let (cost, a, b) = problems(&mut rng, batch, n, m);
     let device = Device::flex();
     let run = |max_iters: usize, tolerance: f64| {
-        SinkhornConfig::new()
-            .with_eps(0.05)
-            .with_max_iters(max_iters)
-            .with_tolerance(tolerance)
-            .with_check_every(1)
-            .init()
-            .unwrap()
-            .forward(
-                tensor(&cost, [batch, n, m], &device),
-                tensor(&a, [batch, n], &device),
-                tensor(&b, [batch, m], &device),
-            )
+        SinkhornConfig {
+            eps: 0.05,
+            max_iters,
+            tolerance,
+            check_every: 1,
+            ..SinkhornConfig::default()
+        }
+        .init()
+        .unwrap()
+        .forward(
+            tensor(&cost, [batch, n, m], &device),
+            tensor(&a, [batch, n], &device),
+            tensor(&b, [batch, m], &device),
+        )
     };
     // Three iterations cannot reach 1e-9: the cap is reported with the actual error.
     let capped = run(3, 1e-9);
@@ -339,36 +353,57 @@ fn convergence_reports_iterations_and_the_cap() {
     // Tolerance 0 runs exactly max_iters.
     assert_eq!(run(17, 0.0).iterations, 17);
     // The host solver counts the same way.
-    let hosted = SinkhornConfig::new()
-        .with_eps(0.05)
-        .with_max_iters(3)
-        .with_tolerance(1e-9)
-        .init()
-        .unwrap()
-        .solve_host(&cost, &a, &b, [batch, n, m])
-        .unwrap();
+    let hosted = SinkhornConfig {
+        eps: 0.05,
+        max_iters: 3,
+        tolerance: 1e-9,
+        ..SinkhornConfig::default()
+    }
+    .init()
+    .unwrap()
+    .solve_host(&cost, &a, &b, [batch, n, m])
+    .unwrap();
     assert!(hosted.convergence.iter().all(|c| !c.converged && c.iterations == 3));
 }
 
 #[test]
 fn settings_and_host_inputs_are_validated_with_named_errors() {
     assert_eq!(
-        SinkhornConfig::new().with_eps(0.0).init().unwrap_err(),
+        SinkhornConfig {
+            eps: 0.0,
+            ..SinkhornConfig::default()
+        }
+        .init()
+        .unwrap_err(),
         OtError::Eps(0.0)
     );
     assert_eq!(
-        SinkhornConfig::new().with_max_iters(0).init().unwrap_err(),
+        SinkhornConfig {
+            max_iters: 0,
+            ..SinkhornConfig::default()
+        }
+        .init()
+        .unwrap_err(),
         OtError::ZeroIterations
     );
     assert!(matches!(
-        SinkhornConfig::new().with_tolerance(-1.0).init(),
+        SinkhornConfig {
+            tolerance: -1.0,
+            ..SinkhornConfig::default()
+        }
+        .init(),
         Err(OtError::Tolerance(_))
     ));
     assert_eq!(
-        SinkhornConfig::new().with_absorb_every(0).init().unwrap_err(),
+        SinkhornConfig {
+            absorb_every: 0,
+            ..SinkhornConfig::default()
+        }
+        .init()
+        .unwrap_err(),
         OtError::Zero { input: "absorb_every" }
     );
-    let s = SinkhornConfig::new().init().unwrap();
+    let s = SinkhornConfig::default().init().unwrap();
     let cost = [0.0, 1.0, 1.0, 0.0];
     let e = s.solve_host(&cost, &[0.5, 0.5], &[0.5], [1, 2, 2]).unwrap_err();
     assert!(e.to_string().contains("b:"), "{e}");
@@ -422,13 +457,15 @@ fn host_engine_gradient_on_wgpu_matches_flex() {
         };
         let cost_t = f32_3(&cost, [batch, n, m]).require_grad();
         let a_t = f32_2(&a, [batch, n]).require_grad();
-        let out = SinkhornConfig::new()
-            .with_eps(0.1)
-            .with_max_iters(20)
-            .with_tolerance(0.0)
-            .init()
-            .unwrap()
-            .forward(cost_t.clone(), a_t.clone(), f32_2(&b, [batch, m]));
+        let out = SinkhornConfig {
+            eps: 0.1,
+            max_iters: 20,
+            tolerance: 0.0,
+            ..SinkhornConfig::default()
+        }
+        .init()
+        .unwrap()
+        .forward(cost_t.clone(), a_t.clone(), f32_2(&b, [batch, m]));
         let grads = (out.plan.clone() * f32_3(&weights, [batch, n, m])).sum().backward();
         (
             host(out.plan),

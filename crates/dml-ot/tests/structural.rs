@@ -7,7 +7,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use common::{Rng, host, tensor};
 use dml_ot::{
     GridPoolConfig, GridReduction, Marginals, PlanGradient, SinkhornConfig, SinkhornEngine, Structural,
-    StructuralConfig, to_locations,
+    StructuralConfig, StructuralRerankerConfig, to_locations,
 };
 
 /// Features shaped like the reference generator's: a shared base, noise and a positive offset, so that
@@ -17,11 +17,7 @@ fn features(rng: &mut Rng, items: usize, locations: usize, dim: usize) -> Vec<f6
 }
 
 fn structural(marginals: Marginals, sinkhorn: SinkhornConfig) -> Structural {
-    StructuralConfig::new()
-        .with_marginals(marginals)
-        .with_sinkhorn(sinkhorn)
-        .init()
-        .unwrap()
+    StructuralConfig { marginals, sinkhorn }.init().unwrap()
 }
 
 /// `s_struct` of one pair on a plain (non-autodiff) device.
@@ -77,13 +73,15 @@ fn unrolled_gradient_matches_finite_differences() {
         (SinkhornEngine::Tensor, 1, Marginals::CrossCorrelation),
         (SinkhornEngine::Tensor, 10, Marginals::Uniform),
     ] {
-        let sinkhorn = SinkhornConfig::new()
-            .with_eps(0.1)
-            .with_max_iters(40)
-            .with_tolerance(0.0)
-            .with_absorb_every(absorb)
-            .with_engine(engine.clone())
-            .with_gradient(PlanGradient::Unrolled);
+        let sinkhorn = SinkhornConfig {
+            eps: 0.1,
+            max_iters: 40,
+            tolerance: 0.0,
+            absorb_every: absorb,
+            engine: engine.clone(),
+            gradient: PlanGradient::Unrolled,
+            ..SinkhornConfig::default()
+        };
         // Central differences in f64 with h = 1e-6 are accurate to about 1e-9 here.
         check_gradient(
             &structural(marginals.clone(), sinkhorn),
@@ -95,11 +93,13 @@ fn unrolled_gradient_matches_finite_differences() {
 
 #[test]
 fn implicit_gradient_matches_finite_differences_of_the_converged_plan() {
-    let sinkhorn = SinkhornConfig::new()
-        .with_eps(0.1)
-        .with_max_iters(100_000)
-        .with_tolerance(1e-14)
-        .with_gradient(PlanGradient::Implicit);
+    let sinkhorn = SinkhornConfig {
+        eps: 0.1,
+        max_iters: 100_000,
+        tolerance: 1e-14,
+        gradient: PlanGradient::Implicit,
+        ..SinkhornConfig::default()
+    };
     // The solver stops at a marginal error of 1e-14, so differences over 2h = 2e-6 carry ~1e-8 of
     // solver noise on top of the truncation error.
     check_gradient(&structural(Marginals::CrossCorrelation, sinkhorn), "implicit", 1e-6);
@@ -114,10 +114,12 @@ fn detached_plan_gradient_is_the_plan_weighted_similarity_gradient() {
     let device = Device::flex().autodiff();
     let detached = structural(
         Marginals::CrossCorrelation,
-        SinkhornConfig::new()
-            .with_tolerance(1e-12)
-            .with_max_iters(10_000)
-            .with_gradient(PlanGradient::Detached),
+        SinkhornConfig {
+            tolerance: 1e-12,
+            max_iters: 10_000,
+            gradient: PlanGradient::Detached,
+            ..SinkhornConfig::default()
+        },
     );
     let src = tensor(&source, [1, n, d], &device).require_grad();
     let out = detached.forward(src.clone(), tensor(&target, [1, m, d], &device));
@@ -159,7 +161,11 @@ fn pairwise_matrices_match_the_per_pair_forward_pass() {
     let device = Device::flex();
     let module = structural(
         Marginals::CrossCorrelation,
-        SinkhornConfig::new().with_tolerance(1e-12).with_max_iters(10_000),
+        SinkhornConfig {
+            tolerance: 1e-12,
+            max_iters: 10_000,
+            ..SinkhornConfig::default()
+        },
     );
     let pairwise = module.similarity_matrix(tensor(&x, [items, l, d], &device));
     let cross = module.cross_similarity(tensor(&x, [items, l, d], &device), tensor(&y, [3, l, d], &device));
@@ -250,7 +256,7 @@ fn grid_pooling_follows_the_reference_code() {
     // resized columns would be clamp((X + 0.5) · 7/16 - 0.5, 0, 6) instead.
     let ramp: Vec<f32> = (0..2 * 49).map(|k| (k % 7) as f32).collect();
     let maps = Tensor::<4>::from_data(TensorData::new(ramp, [1, 2, 7, 7]), &device);
-    let pooled = GridPoolConfig::new().init().unwrap().forward(maps.clone());
+    let pooled = GridPoolConfig::default().init().unwrap().forward(maps.clone());
     assert_eq!(pooled.dims(), [1, 2, 4, 4]);
     let values = host(pooled);
     for (k, v) in values.iter().enumerate() {
@@ -258,14 +264,16 @@ fn grid_pooling_follows_the_reference_code() {
         let want = (4.0 * c as f64 + 1.5) * 6.0 / 15.0;
         assert!((v - want).abs() < 1e-5, "cell {k}: {v} vs {want}");
     }
-    let unaligned = GridPoolConfig::new()
-        .with_reduction(GridReduction::ResizeThenPool {
+    let unaligned = GridPoolConfig {
+        reduction: GridReduction::ResizeThenPool {
             size: 16,
             align_corners: false,
-        })
-        .init()
-        .unwrap()
-        .forward(maps.clone());
+        },
+        ..GridPoolConfig::default()
+    }
+    .init()
+    .unwrap()
+    .forward(maps.clone());
     let first = host(unaligned)[0];
     let want_first: f64 = (0..4)
         .map(|x| ((x as f64 + 0.5) * 7.0 / 16.0 - 0.5).max(0.0))
@@ -275,7 +283,7 @@ fn grid_pooling_follows_the_reference_code() {
     // 8 × 8 is divisible by 4: plain adaptive pooling averages 2 × 2 blocks.
     let grid: Vec<f32> = (0..64).map(|k| k as f32).collect();
     let maps = Tensor::<4>::from_data(TensorData::new(grid, [1, 1, 8, 8]), &device);
-    let pooled = host(GridPoolConfig::new().init().unwrap().forward(maps.clone()));
+    let pooled = host(GridPoolConfig::default().init().unwrap().forward(maps.clone()));
     assert!((pooled[0] - (0.0 + 1.0 + 8.0 + 9.0) / 4.0).abs() < 1e-6);
     assert!((pooled[15] - (54.0 + 55.0 + 62.0 + 63.0) / 4.0).abs() < 1e-6);
     // Locations come out row-major: location y·G + x holds cell (y, x).
@@ -285,7 +293,14 @@ fn grid_pooling_follows_the_reference_code() {
     ));
     assert_eq!(locations.dims(), [1, 4, 2]);
     assert_eq!(host(locations), vec![0.0, 4.0, 1.0, 5.0, 2.0, 6.0, 3.0, 7.0]);
-    assert!(GridPoolConfig::new().with_grid(0).init().is_err());
+    assert!(
+        GridPoolConfig {
+            grid: 0,
+            ..GridPoolConfig::default()
+        }
+        .init()
+        .is_err()
+    );
 }
 
 #[test]
@@ -296,7 +311,11 @@ fn decomposition_lists_flows_and_contributions() {
     let target: Vec<f32> = features(&mut rng, 1, g * g, d).into_iter().map(|v| v as f32).collect();
     let module = structural(
         Marginals::CrossCorrelation,
-        SinkhornConfig::new().with_tolerance(1e-12).with_max_iters(10_000),
+        SinkhornConfig {
+            tolerance: 1e-12,
+            max_iters: 10_000,
+            ..SinkhornConfig::default()
+        },
     );
     let dec = module.decompose(&source, [g, g], &target, [g, g], d, 5).unwrap();
     assert!(dec.convergence.converged);
@@ -321,7 +340,11 @@ fn decomposition_lists_flows_and_contributions() {
     // Uniform marginals: a uniform plan would have flow 1 everywhere, so flows average to 1.
     let uniform = structural(
         Marginals::Uniform,
-        SinkhornConfig::new().with_tolerance(1e-12).with_max_iters(10_000),
+        SinkhornConfig {
+            tolerance: 1e-12,
+            max_iters: 10_000,
+            ..SinkhornConfig::default()
+        },
     )
     .decompose(&source, [g, g], &target, [g, g], d, 2)
     .unwrap();
@@ -341,4 +364,52 @@ fn decomposition_lists_flows_and_contributions() {
     assert_eq!(back.convergence.iterations, dec.convergence.iterations);
     assert!(json.contains("\"flow\"") && json.contains("\"mu_source\""));
     assert!(module.decompose(&source[1..], [g, g], &target, [g, g], d, 5).is_err());
+}
+
+#[test]
+fn settings_serialise_by_variant_name_and_read_back() {
+    // The enums keep the names Burn's `Config` derive gave them, so stored settings still read.
+    let config = StructuralRerankerConfig {
+        depth: 7,
+        structural: StructuralConfig {
+            sinkhorn: SinkhornConfig {
+                gradient: PlanGradient::Detached,
+                engine: SinkhornEngine::Tensor,
+                ..SinkhornConfig::default()
+            },
+            marginals: Marginals::Uniform,
+        },
+    };
+    let json = serde_json::to_value(&config).unwrap();
+    assert_eq!(json["structural"]["sinkhorn"]["gradient"], "Detached");
+    assert_eq!(json["structural"]["sinkhorn"]["engine"], "Tensor");
+    assert_eq!(json["structural"]["marginals"], "Uniform");
+    assert_eq!(
+        serde_json::from_value::<StructuralRerankerConfig>(json).unwrap(),
+        config
+    );
+    let pool = GridPoolConfig {
+        reduction: GridReduction::ResizeThenPool {
+            size: 16,
+            align_corners: true,
+        },
+        ..GridPoolConfig::default()
+    };
+    let json = serde_json::to_value(&pool).unwrap();
+    assert_eq!(
+        json["reduction"],
+        serde_json::json!({"ResizeThenPool": {"size": 16, "align_corners": true}})
+    );
+    assert_eq!(serde_json::from_value::<GridPoolConfig>(json).unwrap(), pool);
+    // Missing keys take the declared defaults; a misspelt key is an error that names it.
+    let partial: SinkhornConfig = serde_json::from_str(r#"{"eps": 0.1}"#).unwrap();
+    assert_eq!(
+        partial,
+        SinkhornConfig {
+            eps: 0.1,
+            ..SinkhornConfig::default()
+        }
+    );
+    let err = serde_json::from_str::<SinkhornConfig>(r#"{"epss": 0.1}"#).unwrap_err();
+    assert!(err.to_string().contains("epss"), "{err}");
 }

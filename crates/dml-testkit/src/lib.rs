@@ -1,6 +1,6 @@
 //! Test support shared by every crate's reference harness.
 //!
-//! The external oracles (`../shared/reference`, copied to `tests/fixtures/reference`) are
+//! The external oracles (copied into `tests/fixtures/reference`) are
 //! JSON files with `kind`, `name`, `config`, `inputs`, `expected` and `tolerance`. Every
 //! harness reads *all* cases of its kinds from `$DML_REFERENCE_DIR` (falling back to the
 //! workspace fixture folder), compares with one tolerance rule, and reports every failing

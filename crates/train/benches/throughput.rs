@@ -25,7 +25,7 @@ struct Workload {
 
 fn main() {
     // As the `train` binary does: freed step buffers stay in the process.
-    dml_models::runtime::retain_freed_memory();
+    dml_backend::retain_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     let value = |flag: &str| {
         args.iter()

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dml_losses::{LossConfig, MinerConfig};
+use dml_losses::{LossConfig, MarginLossConfig, MinerConfig};
 use dml_models::Pooling;
 use serde::{Deserialize, Serialize};
 
@@ -12,97 +12,97 @@ use crate::error::TrainError;
 /// The embedded default configuration (`assets/configs/default.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../../../assets/configs/default.toml");
 
-/// Everything a training run depends on; written resolved to `<run>/config.toml`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TrainConfig {
-    /// Run name: the run directory is `run_dir/name`.
-    pub name: String,
-    /// Parent directory of run directories.
-    pub run_dir: PathBuf,
-    /// Seed of every random choice (initialisation, sampling, augmentation, mining).
-    pub seed: u64,
-    /// `flex`, `ndarray`, `wgpu` or `cuda` (see [`crate::device::parse_device`]).
-    pub device: String,
+dml_config::config! {
+    /// Everything a training run depends on; written resolved to `<run>/config.toml`.
+    ///
+    /// A run starts from the embedded [`DEFAULT_TOML`], which sets every key; the defaults
+    /// declared here say what a key that a TOML document leaves out means (when reading the
+    /// `config.toml` of a run written before the key existed, for example). They equal the
+    /// embedded default's values except `miner`: an absent `[miner]` section means no miner,
+    /// which is also how `--set miner=none` removes it.
+    #[derive(Debug, Clone)]
+    pub struct TrainConfig {
+        /// Run name: the run directory is `run_dir/name`.
+        pub name: String = "default".into(),
+        /// Parent directory of run directories.
+        pub run_dir: PathBuf = "runs".into(),
+        /// Seed of every random choice (initialisation, sampling, augmentation, mining).
+        pub seed: u64 = 0,
+        /// `flex`, `ndarray`, `wgpu` or `cuda` (see [`crate::device::parse_device`]).
+        pub device: String = "flex".into(),
+        /// Dataset and input pipeline.
+        pub data: DataConfig = DataConfig::default(),
+        /// Backbone and embedding head.
+        pub model: ModelConfig = ModelConfig::default(),
+        /// The loss (by name, with its parameters; see `dml_losses::LossConfig`).
+        pub loss: LossConfig = LossConfig::Margin(MarginLossConfig {
+            learn_beta: true,
+            ..MarginLossConfig::default()
+        }),
+        /// The optional miner (by name, with its parameters).
+        pub miner: Option<MinerConfig> = None,
+        /// Optimiser and per-group learning rates.
+        pub optimizer: OptimizerConfig = OptimizerConfig::default(),
+        /// Step learning-rate schedule.
+        pub schedule: ScheduleConfig = ScheduleConfig::default(),
+        /// Epochs and batches.
+        pub train: LoopConfig = LoopConfig::default(),
+        /// Evaluation and best-model selection.
+        pub eval: EvalConfig = EvalConfig::default(),
+        /// DIML structural matching inside the loss.
+        pub diml: crate::diml::DimlConfig = crate::diml::DimlConfig::default(),
+    }
+}
+
+dml_config::config! {
     /// Dataset and input pipeline.
-    pub data: DataConfig,
+    #[derive(Debug, Clone)]
+    pub struct DataConfig {
+        /// `synth`, `fashion-mnist` or the path of a `manifest.csv`.
+        pub dataset: String = "synth".into(),
+        /// Directory of the named datasets.
+        pub root: PathBuf = "data".into(),
+        /// Network input side in pixels.
+        pub image_size: u32 = 48,
+        /// Random-resized-crop and flip for training.
+        pub augment: bool = true,
+        /// Hold out the last N training classes as `val` (0: keep the manifest's splits).
+        pub val_classes: usize = 0,
+        /// Decoding threads (0: one per core).
+        pub threads: usize = 0,
+        /// Images generated for the synthetic set.
+        pub synth_images: usize = 4000,
+        /// Side of the generated synthetic images.
+        pub synth_size: u32 = 64,
+        /// Per-channel (RGB) mean subtracted from pixels scaled to [0, 1]: ImageNet's suit
+        /// torchvision's weights (and runs written before the key existed); Cadene's
+        /// BN-Inception weights want `[128, 117, 104]/255`.
+        pub mean: [f32; 3] = dml_data::transform::IMAGENET_MEAN,
+        /// Per-channel (RGB) standard deviation divided by after the mean: ImageNet's suit
+        /// torchvision's weights; Cadene's BN-Inception weights, trained on pixels in
+        /// [0, 255], want `1/255`.
+        pub std: [f32; 3] = dml_data::transform::IMAGENET_STD,
+    }
+}
+
+dml_config::config! {
     /// Backbone and embedding head.
-    pub model: ModelConfig,
-    /// The loss (by name, with its parameters; see `dml_losses::LossConfig`).
-    pub loss: LossConfig,
-    /// The optional miner (by name, with its parameters).
-    #[serde(default)]
-    pub miner: Option<MinerConfig>,
-    /// Optimiser and per-group learning rates.
-    pub optimizer: OptimizerConfig,
-    /// Step learning-rate schedule.
-    pub schedule: ScheduleConfig,
-    /// Epochs and batches.
-    pub train: LoopConfig,
-    /// Evaluation and best-model selection.
-    pub eval: EvalConfig,
-    /// DIML structural matching inside the loss (off by default).
-    #[serde(default)]
-    pub diml: crate::diml::DimlConfig,
-}
-
-/// Dataset and input pipeline.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DataConfig {
-    /// `synth`, `fashion-mnist` or the path of a `manifest.csv`.
-    pub dataset: String,
-    /// Directory of the named datasets.
-    pub root: PathBuf,
-    /// Network input side in pixels.
-    pub image_size: u32,
-    /// Random-resized-crop and flip for training.
-    pub augment: bool,
-    /// Hold out the last N training classes as `val` (0: keep the manifest's splits).
-    pub val_classes: usize,
-    /// Decoding threads (0: one per core).
-    pub threads: usize,
-    /// Images generated for the synthetic set.
-    pub synth_images: usize,
-    /// Side of the generated synthetic images.
-    pub synth_size: u32,
-    /// Per-channel (RGB) mean subtracted from pixels scaled to [0, 1] (default ImageNet's, as
-    /// torchvision's weights expect; Cadene's BN-Inception weights want `[128, 117, 104]/255`).
-    #[serde(default = "imagenet_mean")]
-    pub mean: [f32; 3],
-    /// Per-channel (RGB) standard deviation divided by after the mean (default ImageNet's;
-    /// `1/255` for Cadene's BN-Inception weights, which were trained on pixels in [0, 255]).
-    #[serde(default = "imagenet_std")]
-    pub std: [f32; 3],
-}
-
-/// The default of `data.mean` in run configurations written before it existed.
-fn imagenet_mean() -> [f32; 3] {
-    dml_data::transform::IMAGENET_MEAN
-}
-
-/// The default of `data.std` in run configurations written before it existed.
-fn imagenet_std() -> [f32; 3] {
-    dml_data::transform::IMAGENET_STD
-}
-
-/// Backbone and embedding head.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    /// `small_cnn`, `resnet18`, `resnet50` or `bn_inception`.
-    pub backbone: String,
-    /// Pretrained weights (`.pth` / `.safetensors`): torchvision's for a ResNet, Cadene's
-    /// `bninception` for BN-Inception; empty for none.
-    pub pretrained: String,
-    /// Embedding dimension D.
-    pub embedding_dim: usize,
-    /// Pooling of the last feature map.
-    pub pooling: Pooling,
-    /// L2-normalise the embeddings (and evaluate with cosine similarity).
-    pub normalize: bool,
-    /// Freeze every batch-norm layer of the backbone.
-    pub freeze_batchnorm: bool,
+    #[derive(Debug, Clone)]
+    pub struct ModelConfig {
+        /// `small_cnn`, `resnet18`, `resnet50` or `bn_inception`.
+        pub backbone: String = "small_cnn".into(),
+        /// Pretrained weights (`.pth` / `.safetensors`): torchvision's for a ResNet, Cadene's
+        /// `bninception` for BN-Inception; empty for none.
+        pub pretrained: String = String::new(),
+        /// Embedding dimension D.
+        pub embedding_dim: usize = 64,
+        /// Pooling of the last feature map.
+        pub pooling: Pooling = Pooling::Avg,
+        /// L2-normalise the embeddings (and evaluate with cosine similarity).
+        pub normalize: bool = true,
+        /// Freeze every batch-norm layer of the backbone.
+        pub freeze_batchnorm: bool = false,
+    }
 }
 
 /// The optimiser family.
@@ -117,32 +117,34 @@ pub enum OptimizerKind {
     Sgd,
 }
 
-/// Optimiser and per-group learning rates.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OptimizerConfig {
-    /// The optimiser.
-    pub name: OptimizerKind,
-    /// Learning rate of the backbone.
-    pub lr_backbone: f64,
-    /// Learning rate of the embedding head.
-    pub lr_head: f64,
-    /// Learning rate of the loss's parameters (proxies, class weights, β).
-    pub lr_loss: f64,
-    /// Weight decay (L2 for Adam and SGD, decoupled for AdamW).
-    pub weight_decay: f64,
-    /// SGD momentum.
-    pub momentum: f64,
+dml_config::config! {
+    /// Optimiser and per-group learning rates.
+    #[derive(Debug, Clone)]
+    pub struct OptimizerConfig {
+        /// The optimiser.
+        pub name: OptimizerKind = OptimizerKind::Adam,
+        /// Learning rate of the backbone.
+        pub lr_backbone: f64 = 1e-3,
+        /// Learning rate of the embedding head.
+        pub lr_head: f64 = 1e-3,
+        /// Learning rate of the loss's parameters (proxies, class weights, β).
+        pub lr_loss: f64 = 1e-2,
+        /// Weight decay (L2 for Adam and SGD, decoupled for AdamW).
+        pub weight_decay: f64 = 0.0,
+        /// SGD momentum.
+        pub momentum: f64 = 0.9,
+    }
 }
 
-/// Step learning-rate schedule: `lr · gamma^(epoch / step_epochs)`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScheduleConfig {
-    /// Epochs between decays (0: constant).
-    pub step_epochs: usize,
-    /// Decay factor.
-    pub gamma: f64,
+dml_config::config! {
+    /// Step learning-rate schedule: `lr · gamma^(epoch / step_epochs)`.
+    #[derive(Debug, Clone)]
+    pub struct ScheduleConfig {
+        /// Epochs between decays (0: constant).
+        pub step_epochs: usize = 0,
+        /// Decay factor.
+        pub gamma: f64 = 0.5,
+    }
 }
 
 impl ScheduleConfig {
@@ -155,18 +157,19 @@ impl ScheduleConfig {
     }
 }
 
-/// Epochs and batches.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoopConfig {
-    /// Training epochs.
-    pub epochs: usize,
-    /// Images per batch.
-    pub batch_size: usize,
-    /// Images per class in a batch.
-    pub m: usize,
-    /// Images per epoch (0: the training split's size).
-    pub samples_per_epoch: usize,
+dml_config::config! {
+    /// Epochs and batches.
+    #[derive(Debug, Clone)]
+    pub struct LoopConfig {
+        /// Training epochs.
+        pub epochs: usize = 6,
+        /// Images per batch.
+        pub batch_size: usize = 40,
+        /// Images per class in a batch.
+        pub m: usize = 8,
+        /// Images per epoch (0: the training split's size).
+        pub samples_per_epoch: usize = 0,
+    }
 }
 
 /// The metric used to pick the best checkpoint on `val`.
@@ -181,18 +184,19 @@ pub enum SelectBy {
     MapAtR,
 }
 
-/// Evaluation and best-model selection.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EvalConfig {
-    /// Evaluate every N epochs (0: only before and after training).
-    pub every: usize,
-    /// The split whose metrics are reported (`test`, `val`, `train`, …).
-    pub split: String,
-    /// Best-checkpoint criterion on the `val` split.
-    pub select_by: SelectBy,
-    /// Images per forward pass when embedding.
-    pub batch_size: usize,
+dml_config::config! {
+    /// Evaluation and best-model selection.
+    #[derive(Debug, Clone)]
+    pub struct EvalConfig {
+        /// Evaluate every N epochs (0: only before and after training).
+        pub every: usize = 1,
+        /// The split whose metrics are reported (`test`, `val`, `train`, …).
+        pub split: String = "test".into(),
+        /// Best-checkpoint criterion on the `val` split.
+        pub select_by: SelectBy = SelectBy::MapAtR,
+        /// Images per forward pass when embedding.
+        pub batch_size: usize = 128,
+    }
 }
 
 /// Parses `text` (a TOML document; `origin` names it in errors) into a table.
@@ -506,6 +510,34 @@ mod tests {
         let default = TrainConfig::resolve(None, &Shortcuts::default(), &[]).unwrap();
         assert_eq!(default.data.mean, dml_data::transform::IMAGENET_MEAN);
         assert_eq!(default.data.std, dml_data::transform::IMAGENET_STD);
+    }
+
+    #[test]
+    fn declared_defaults_agree_with_the_embedded_default() {
+        let embedded = TrainConfig::resolve(None, &Shortcuts::default(), &[]).unwrap();
+        assert!(embedded.miner.is_some(), "the default run mines its tuples");
+        // An absent `[miner]` section means no miner, so that is the declared default.
+        assert!(TrainConfig::default().miner.is_none());
+        let declared = TrainConfig {
+            miner: embedded.miner.clone(),
+            ..TrainConfig::default()
+        };
+        assert_eq!(declared.to_toml().unwrap(), embedded.to_toml().unwrap());
+    }
+
+    #[test]
+    fn an_old_run_config_without_newer_keys_still_reads() {
+        let mut table = parse_table(&TrainConfig::default().to_toml().unwrap(), "x").unwrap();
+        // `data.mean`, `data.std` and `[diml]` were added after the first runs were written.
+        let data = table["data"].as_table_mut().unwrap();
+        data.remove("mean");
+        data.remove("std");
+        table.remove("diml");
+        let old = TrainConfig::from_table(table, None).unwrap();
+        assert_eq!(old.data.mean, dml_data::transform::IMAGENET_MEAN);
+        assert_eq!(old.data.std, dml_data::transform::IMAGENET_STD);
+        assert!(!old.diml.enabled);
+        assert_eq!(old.to_toml().unwrap(), TrainConfig::default().to_toml().unwrap());
     }
 
     #[test]

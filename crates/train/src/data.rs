@@ -1,81 +1,86 @@
 //! Finding (or preparing on first use) the dataset of a run and building its splits.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dml_data::{Crop, ImageDataset, Manifest, Pipeline, Split, TransformConfig};
+use dml_datasets::DatasetError;
 
 use crate::config::DataConfig;
 use crate::error::TrainError;
+
+/// Serialises the preparation of datasets on first use within this process: two runs of
+/// one process (parallel tests, a sweep run from threads) that need the same set find it
+/// prepared by whichever came first instead of writing it twice.
+static PREPARING: Mutex<()> = Mutex::new(());
 
 /// The manifest path a dataset setting refers to, preparing `synth` or `fashion-mnist`
 /// under `root` when it does not exist yet (through a staging directory, so an
 /// interrupted preparation leaves nothing half-written behind).
 pub fn resolve_manifest(data: &DataConfig) -> Result<PathBuf, TrainError> {
-    match data.dataset.as_str() {
-        "synth" => {
-            let dir = data
-                .root
-                .join(format!("synth-n{}-s{}", data.synth_images, data.synth_size));
-            let manifest = dir.join("manifest.csv");
-            if !manifest.is_file() {
-                eprintln!("generating the synthetic set in {} …", dir.display());
-                xtask::synth::run(&xtask::synth::SynthArgs {
-                    out: dir,
-                    n: data.synth_images,
-                    seed: 0,
-                    size: data.synth_size,
-                    force: false,
-                })
-                .map_err(|e| TrainError::Config(format!("data.dataset = \"synth\": cannot generate it: {e:#}")))?;
-            }
-            Ok(manifest)
-        }
-        "fashion-mnist" => {
-            let dir = data.root.join("fashion-mnist");
-            let manifest = dir.join("manifest.csv");
-            if !manifest.is_file() {
-                let src = PathBuf::from("/usr/share/datasets/fashion-mnist");
-                eprintln!(
-                    "preparing Fashion-MNIST from {} into {} …",
-                    src.display(),
-                    dir.display()
-                );
-                xtask::prepare::run(
-                    &xtask::prepare::Dataset::FashionMnist { src },
-                    &xtask::CommonArgs {
-                        out: Some(dir),
-                        val_classes: 0,
-                        force: false,
-                        no_verify_counts: false,
-                    },
-                )
-                .map_err(|e| {
-                    TrainError::Config(format!(
-                        "data.dataset = \"fashion-mnist\": cannot prepare it ({e:#}); install the Debian \
-                         package dataset-fashion-mnist or run `cargo xtask prepare fashion-mnist --src DIR`"
-                    ))
-                })?;
-            }
-            Ok(manifest)
-        }
-        path => {
-            let p = Path::new(path);
-            let manifest = if p.is_dir() {
-                p.join("manifest.csv")
-            } else {
-                p.to_path_buf()
-            };
-            if !manifest.is_file() {
-                return Err(TrainError::Config(format!(
-                    "data.dataset: {} does not exist; give \"synth\", \"fashion-mnist\" or the path of a \
-                     manifest.csv (see `cargo xtask prepare --help`)",
-                    manifest.display()
-                )));
-            }
-            Ok(manifest)
-        }
+    let dir = match data.dataset.as_str() {
+        "synth" => data
+            .root
+            .join(format!("synth-n{}-s{}", data.synth_images, data.synth_size)),
+        "fashion-mnist" => data.root.join(dml_datasets::fashion_mnist::NAME),
+        path => return existing_manifest(path),
+    };
+    let manifest = dir.join("manifest.csv");
+    // A poisoned lock only means that another run's preparation panicked; its staging
+    // directory is gone, so preparing again is safe.
+    let _preparing = PREPARING.lock().unwrap_or_else(PoisonError::into_inner);
+    if manifest.is_file() {
+        return Ok(manifest);
     }
+    let prepared = if data.dataset == "synth" {
+        eprintln!("generating the synthetic set in {} …", dir.display());
+        // Seed 0 always: the directory name records only the count and the size, so every
+        // run that names them must find the same images there.
+        let synth = dml_datasets::synth::SynthConfig {
+            n: data.synth_images,
+            seed: 0,
+            size: data.synth_size,
+        };
+        dml_datasets::synth::generate(&synth, &dir, false)
+    } else {
+        let src = Path::new(dml_datasets::fashion_mnist::DEFAULT_SOURCE);
+        eprintln!(
+            "preparing Fashion-MNIST from {} into {} …",
+            src.display(),
+            dir.display()
+        );
+        dml_datasets::fashion_mnist::prepare(src, &dir, &dml_datasets::PrepareOptions::default())
+    };
+    match prepared {
+        Ok(_) => Ok(manifest),
+        // Another process finished the same dataset first: theirs is as good as ours.
+        Err(DatasetError::OutputExists { .. }) if manifest.is_file() => Ok(manifest),
+        Err(e) if data.dataset == "synth" => Err(TrainError::Config(format!(
+            "data.dataset = \"synth\": cannot generate it: {e}"
+        ))),
+        Err(e) => Err(TrainError::Config(format!(
+            "data.dataset = \"fashion-mnist\": cannot prepare it ({e}); install the Debian package \
+             dataset-fashion-mnist or run `cargo xtask prepare fashion-mnist --src DIR`"
+        ))),
+    }
+}
+
+/// The manifest a `data.dataset` path names: the path itself or `manifest.csv` inside it.
+fn existing_manifest(path: &str) -> Result<PathBuf, TrainError> {
+    let p = Path::new(path);
+    let manifest = if p.is_dir() {
+        p.join("manifest.csv")
+    } else {
+        p.to_path_buf()
+    };
+    if !manifest.is_file() {
+        return Err(TrainError::Config(format!(
+            "data.dataset: {} does not exist; give \"synth\", \"fashion-mnist\" or the path of a \
+             manifest.csv (see `cargo xtask prepare --help`)",
+            manifest.display()
+        )));
+    }
+    Ok(manifest)
 }
 
 /// The manifest of a run, with `val_classes` held out.
@@ -156,15 +161,7 @@ mod tests {
     fn a_missing_manifest_is_named() {
         let data = DataConfig {
             dataset: "/no/such/manifest.csv".into(),
-            root: "data".into(),
-            image_size: 32,
-            augment: false,
-            val_classes: 0,
-            threads: 1,
-            synth_images: 10,
-            synth_size: 32,
-            mean: dml_data::transform::IMAGENET_MEAN,
-            std: dml_data::transform::IMAGENET_STD,
+            ..DataConfig::default()
         };
         let e = resolve_manifest(&data).unwrap_err().to_string();
         assert!(e.contains("/no/such/manifest.csv") && e.contains("synth"), "{e}");

@@ -88,19 +88,20 @@ impl DimlConfig {
     }
 
     fn structural(&self) -> Result<Structural, TrainError> {
-        StructuralConfig::new()
-            .with_sinkhorn(
-                SinkhornConfig::new()
-                    .with_eps(self.eps)
-                    .with_max_iters(self.max_iters)
-                    .with_gradient(PlanGradient::Detached),
-            )
-            .with_marginals(match self.marginals {
+        StructuralConfig {
+            sinkhorn: SinkhornConfig {
+                eps: self.eps,
+                max_iters: self.max_iters,
+                gradient: PlanGradient::Detached,
+                ..SinkhornConfig::default()
+            },
+            marginals: match self.marginals {
                 MarginalsName::CrossCorrelation => Marginals::CrossCorrelation,
                 MarginalsName::Uniform => Marginals::Uniform,
-            })
-            .init()
-            .map_err(|e| TrainError::Config(format!("diml: {e}")))
+            },
+        }
+        .init()
+        .map_err(|e| TrainError::Config(format!("diml: {e}")))
     }
 }
 
@@ -135,10 +136,12 @@ impl Diml {
         dim: usize,
         device: &Device,
     ) -> Result<Self, TrainError> {
-        let grid = GridPoolConfig::new()
-            .with_grid(config.grid)
-            .init()
-            .map_err(|e| TrainError::Config(format!("diml.grid: {e}")))?;
+        let grid = GridPoolConfig {
+            grid: config.grid,
+            ..GridPoolConfig::default()
+        }
+        .init()
+        .map_err(|e| TrainError::Config(format!("diml.grid: {e}")))?;
         let (proxies, scale) = match loss.config() {
             LossConfig::ProxyNca(c) => {
                 let rho = Tensor::<3>::random(

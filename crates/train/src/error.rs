@@ -36,16 +36,43 @@ pub enum TrainError {
         /// What is wrong with it.
         message: String,
     },
-    /// Training diverged (a non-finite loss), with the epoch and step where it happened.
-    #[error("training diverged at epoch {epoch}, step {step}: {message}")]
+    /// Training diverged: the loss, an embedding or a parameter became NaN or infinite.
+    ///
+    /// The loss is checked at every step (its value is read back for the epoch's mean
+    /// anyway) and every parameter before each evaluation and checkpoint, so a checkpoint
+    /// never holds a non-finite weight and `latest.json` keeps naming the last good one.
+    #[error(
+        "training diverged in epoch {epoch}, step {step} of {steps} (global step {global_step}): {value}; \
+         learning rates: backbone {:e}, head {:e}, loss {:e}; lower them{}",
+        .lrs[0],
+        .lrs[1],
+        .lrs[2],
+        last_good_hint(.last_good.as_deref())
+    )]
     Diverged {
-        /// 0-based epoch.
+        /// The epoch (1-based, as in the progress display and the checkpoint names).
         epoch: usize,
-        /// Step within the epoch.
+        /// The step within the epoch (1-based) after which the value was found.
         step: usize,
-        /// The loss error.
-        message: String,
+        /// The steps of the epoch.
+        steps: usize,
+        /// Optimiser steps of the run so far, this one included.
+        global_step: u64,
+        /// What is not finite, e.g. `loss = NaN` or `parameter head.linear.weight holds inf`.
+        value: String,
+        /// The learning rates of the backbone, head and loss groups during the epoch.
+        lrs: [f64; 3],
+        /// The checkpoint `latest.json` still names, if an earlier epoch finished.
+        last_good: Option<PathBuf>,
     },
+}
+
+/// The end of a divergence message: where the last good checkpoint is, if any.
+fn last_good_hint(last_good: Option<&std::path::Path>) -> String {
+    match last_good {
+        Some(dir) => format!("; latest.json still names the last good checkpoint, {}", dir.display()),
+        None => "; no checkpoint was written".to_string(),
+    }
 }
 
 impl TrainError {

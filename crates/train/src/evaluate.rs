@@ -15,6 +15,7 @@ use crate::device::parse_device;
 use crate::error::TrainError;
 use crate::eval::{self, EvalData, Metrics, SplitEmbeddings};
 use crate::npy;
+use crate::rerank::StructuralRerankerAdapter;
 use crate::trainer::build_model;
 
 /// What `train eval` is asked to do.
@@ -151,7 +152,13 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
     let distance = eval::distance_for(config.model.normalize);
     // Local embeddings are computed only when re-ranking asks for them.
     let pool = (req.diml.k > 0)
-        .then(|| GridPoolConfig::new().with_grid(req.diml.grid).init())
+        .then(|| {
+            GridPoolConfig {
+                grid: req.diml.grid,
+                ..GridPoolConfig::default()
+            }
+            .init()
+        })
         .transpose()
         .map_err(|e| TrainError::Config(format!("--diml-grid {}: {e}", req.diml.grid)))?;
     let pool = pool.as_ref();
@@ -167,10 +174,13 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
     let plain_time = started.elapsed().as_secs_f64();
     let gallery_bank = gallery.as_ref().map_or(query.feature_bank(), |g| g.feature_bank());
     let reranked = if let (Some(q), Some(g)) = (query.feature_bank(), gallery_bank) {
-        let reranker = StructuralRerankerConfig::new()
-            .with_depth(req.diml.k)
-            .init(&q, &g)
-            .map_err(|e| TrainError::Config(format!("structural re-ranking: {e}")))?;
+        let reranker = StructuralRerankerConfig {
+            depth: req.diml.k,
+            ..StructuralRerankerConfig::default()
+        }
+        .init(&q, &g)
+        .map_err(|e| TrainError::Config(format!("structural re-ranking: {e}")))?;
+        let reranker = StructuralRerankerAdapter(reranker);
         let started = Instant::now();
         let metrics = eval::score(&query, gallery.as_ref(), distance, Some(&reranker))?;
         let rerank_time = started.elapsed().as_secs_f64();

@@ -16,6 +16,7 @@ pub mod error;
 pub mod eval;
 pub mod evaluate;
 pub mod npy;
+pub mod rerank;
 pub mod trainer;
 
 pub use config::{Shortcuts, TrainConfig};

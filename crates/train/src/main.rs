@@ -149,7 +149,7 @@ fn run_train(args: &TrainArgs) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     // Before any tensor: CPU training steps reuse their freed buffers instead of re-mapping them.
-    dml_models::runtime::retain_freed_memory();
+    dml_backend::retain_freed_memory();
     let cli = Cli::parse();
     let result = match &cli.command {
         None => run_train(&cli.train),

@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use burn::module::Module;
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, AdamWConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::store::ModuleRecord;
 use burn::tensor::{Device, Tensor, TensorData};
 use dml_data::{BatchLoader, BatchSampler, ImageDataset, LoaderConfig, MPerClassSampler, Split, mix};
-use dml_losses::{MetricLoss, Miner};
+use dml_losses::{LossError, MetricLoss, Miner};
 use dml_models::{BackboneConfig, EmbeddingModel, EmbeddingModelConfig};
 
 use crate::checkpoint::{self, Best, MetricsRecord, TrainState};
@@ -230,6 +230,26 @@ impl Learner {
         Ok((value, times))
     }
 
+    /// The first parameter (or batch-norm statistic) of the model, the loss's learnable
+    /// state or DIML's spatial proxies that holds NaN or an infinity, described as
+    /// `parameter head.linear.weight holds NaN (3 of 2048 values are not finite)`; `None`
+    /// when every value is finite.
+    ///
+    /// It reads every weight back to the host, which costs a step's worth of transfers at
+    /// most: the training loop calls it once per epoch, before evaluating and checkpointing,
+    /// rather than paying a device synchronisation at every step.
+    pub fn first_non_finite(&self) -> Option<String> {
+        let mut check = FiniteCheck::default();
+        // `valid()` is what evaluation embeds with and what a checkpoint records (batch norm's
+        // pending running-statistics update folded in).
+        self.model.valid().visit(&mut check);
+        check.within("loss", |c| self.loss.valid().visit(c));
+        if let Some(p) = self.diml.as_ref().and_then(|d| d.proxies.as_ref()) {
+            check.within("diml_proxies", |c| p.valid().visit(c));
+        }
+        check.found
+    }
+
     /// Writes the weights and optimiser states into `dir`.
     pub fn save(&self, dir: &Path) -> Result<(), TrainError> {
         let save = |record: ModuleRecord, file: &str| {
@@ -281,6 +301,54 @@ impl Learner {
         self.optim_head = self.optim_head.load(dir.join(h)).map_err(|e| bad(h, &e))?;
         self.optim_loss = self.optim_loss.load(dir.join(l)).map_err(|e| bad(l, &e))?;
         Ok(self)
+    }
+}
+
+/// A visitor that finds the first float tensor of a module holding NaN or an infinity,
+/// naming it by its path of field names.
+#[derive(Default)]
+struct FiniteCheck {
+    path: Vec<String>,
+    found: Option<String>,
+}
+
+impl FiniteCheck {
+    /// Visits a module under the path prefix `name`.
+    fn within(&mut self, name: &str, visit: impl FnOnce(&mut Self)) {
+        self.path.push(name.to_string());
+        visit(self);
+        self.path.pop();
+    }
+}
+
+impl ModuleVisitor for FiniteCheck {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if self.found.is_some() {
+            return;
+        }
+        let data = param.val().into_data();
+        let mut bad = data.iter::<f64>().filter(|v| !v.is_finite());
+        if let Some(first) = bad.next() {
+            let count = 1 + bad.count();
+            let value = if first.is_nan() {
+                "NaN".to_string()
+            } else {
+                first.to_string()
+            };
+            self.found = Some(format!(
+                "parameter {} holds {value} ({count} of {} values are not finite)",
+                self.path.join("."),
+                data.num_elements()
+            ));
+        }
     }
 }
 
@@ -449,7 +517,10 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
         samples.max(config.train.batch_size),
         config.seed,
     )?;
-    let loader_config = LoaderConfig { threads, prefetch: 2 };
+    let loader_config = LoaderConfig {
+        threads,
+        ..LoaderConfig::default()
+    };
 
     while state.epochs_done < config.train.epochs {
         if options.stop_after_epochs.is_some_and(|n| state.epochs_done >= n) {
@@ -470,34 +541,52 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
         let bar = progress_bar(options.progress, n_batches, epoch + 1, config.train.epochs);
         let start = Instant::now();
         let (mut loss_sum, mut images_seen) = (0.0f64, 0usize);
+        // A divergence is reported with where it was found and the learning rates that
+        // caused it, and with the checkpoint of the last finite epoch, which `latest.json`
+        // still names (a pointer that cannot be read only loses that hint: it must not hide
+        // the divergence).
+        let diverged = |step: usize, global_step: u64, value: String| TrainError::Diverged {
+            epoch: epoch + 1,
+            step,
+            steps: n_batches,
+            global_step,
+            value,
+            lrs,
+            last_good: checkpoint::pointed(&run, "latest.json").ok().flatten(),
+        };
         for (step, batch) in loader.enumerate() {
             let batch = batch?;
             let labels: Vec<u32> = batch.items.iter().map(|&i| data.dense[i]).collect();
             let images = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), &train_device);
             let step_seed = mix(mix(config.seed, epoch as u64), step as u64);
-            let value = learner
-                .step(images, &labels, step_seed, lrs)
-                .map_err(|e| TrainError::Diverged {
-                    epoch,
-                    step,
-                    message: e.to_string(),
-                })?;
-            if !value.is_finite() {
-                return Err(TrainError::Diverged {
-                    epoch,
-                    step,
-                    message: format!("the loss is {value}; lower the learning rates"),
-                });
-            }
+            let result = learner.step(images, &labels, step_seed, lrs);
+            state.global_step += 1;
+            // The loss value is read back every step anyway (for the epoch's mean), so this
+            // check needs no extra synchronisation with the device.
+            let value = match result {
+                Ok(value) if value.is_finite() => value,
+                Ok(value) => return Err(diverged(step + 1, state.global_step, format!("loss = {value}"))),
+                Err(e @ LossError::NonFinite { .. }) => {
+                    return Err(diverged(step + 1, state.global_step, e.to_string()));
+                }
+                Err(e) => return Err(e.into()),
+            };
             loss_sum += value;
             images_seen += labels.len();
-            state.global_step += 1;
             let rate = images_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
             bar.set_message(format!("loss {:.4} · {rate:.0} img/s", loss_sum / (step + 1) as f64));
             bar.inc(1);
         }
         bar.finish_and_clear();
+        // A finite loss does not imply finite weights (a loss can saturate, or see only
+        // normalised embeddings), and neither an evaluation nor a checkpoint of non-finite
+        // weights is of any use: the weights are checked once per epoch, where reading them
+        // back costs nothing noticeable (and after the throughput is measured, which it must
+        // not skew).
         let images_per_sec = images_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+        if let Some(value) = learner.first_non_finite() {
+            return Err(diverged(n_batches, state.global_step, value));
+        }
         state.epochs_done += 1;
         let last = state.epochs_done == config.train.epochs;
         let due = config.eval.every > 0 && state.epochs_done.is_multiple_of(config.eval.every);

@@ -8,21 +8,18 @@
 mod archive;
 mod cars196;
 mod cub200;
-mod fashion_mnist;
 mod inshop;
 pub mod mat;
 mod sop;
-mod staging;
 mod verify;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::bail;
 use clap::Subcommand;
 use dml_data::{Manifest, Split};
+use dml_datasets::{PrepareOptions, fashion_mnist};
 
-pub use staging::Staging;
+pub use dml_datasets::{Staging, check_counts};
 pub(crate) use verify::verify_images;
 
 use crate::CommonArgs;
@@ -57,7 +54,7 @@ pub enum Dataset {
     /// Fashion-MNIST from IDX files: classes 0–4 train, 5–9 test.
     FashionMnist {
         /// Directory with the four IDX files (gzipped or not).
-        #[arg(long, default_value = "/usr/share/datasets/fashion-mnist")]
+        #[arg(long, default_value = fashion_mnist::DEFAULT_SOURCE)]
         src: PathBuf,
     },
 }
@@ -70,7 +67,7 @@ impl Dataset {
             Dataset::Cars196 { .. } => "cars196",
             Dataset::Sop { .. } => "sop",
             Dataset::Inshop { .. } => "inshop",
-            Dataset::FashionMnist { .. } => "fashion-mnist",
+            Dataset::FashionMnist { .. } => fashion_mnist::NAME,
         }
     }
 
@@ -81,10 +78,23 @@ impl Dataset {
             Dataset::Cars196 { .. } => &[(Split::Train, 8_054), (Split::Test, 8_131)],
             Dataset::Sop { .. } => &[(Split::Train, 59_551), (Split::Test, 60_502)],
             Dataset::Inshop { .. } => &[(Split::Train, 25_882), (Split::Query, 14_218), (Split::Gallery, 12_612)],
-            Dataset::FashionMnist { .. } => &[(Split::Train, 35_000), (Split::Test, 35_000)],
+            Dataset::FashionMnist { .. } => &fashion_mnist::OFFICIAL_COUNTS,
         }
     }
 }
+
+impl From<&CommonArgs> for PrepareOptions {
+    fn from(common: &CommonArgs) -> Self {
+        Self {
+            val_classes: common.val_classes,
+            force: common.force,
+            verify_counts: !common.no_verify_counts,
+        }
+    }
+}
+
+/// A dataset module's `build(src, dir)`.
+type Build = fn(&Path, &Path) -> anyhow::Result<Manifest>;
 
 /// Prepares one dataset: build into a staging directory, check the counts, hold out
 /// validation classes, and commit. Returns the manifest as written.
@@ -93,38 +103,21 @@ pub fn run(dataset: &Dataset, common: &CommonArgs) -> anyhow::Result<Manifest> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("data").join(dataset.name()));
-    let staging = Staging::new(&out, common.force)?;
-    let dir = staging.dir().to_path_buf();
-    let mut manifest = match dataset {
-        Dataset::Cub200 { src } => cub200::build(src, &dir)?,
-        Dataset::Cars196 { src } => cars196::build(src, &dir)?,
-        Dataset::Sop { src } => sop::build(src, &dir)?,
-        Dataset::Inshop { src } => inshop::build(src, &dir)?,
-        Dataset::FashionMnist { src } => fashion_mnist::build(src, &dir)?,
+    let options = PrepareOptions::from(common);
+    let (build, src): (Build, &Path) = match dataset {
+        Dataset::Cub200 { src } => (cub200::build, src),
+        Dataset::Cars196 { src } => (cars196::build, src),
+        Dataset::Sop { src } => (sop::build, src),
+        Dataset::Inshop { src } => (inshop::build, src),
+        // Fashion-MNIST is prepared by the library a training run also calls on first use,
+        // so that both write the same dataset.
+        Dataset::FashionMnist { src } => return Ok(fashion_mnist::prepare(src, &out, &options)?),
     };
-    if !common.no_verify_counts {
+    let staging = Staging::new(&out, options.force)?;
+    let mut manifest = build(src, staging.dir())?;
+    if options.verify_counts {
         check_counts(dataset.name(), dataset.official_counts(), &manifest)?;
     }
-    manifest.hold_out_val_classes(common.val_classes)?;
-    staging.commit(manifest)
-}
-
-/// Compares the images per split with the official release and lists every mismatch.
-pub fn check_counts(name: &str, expected: &[(Split, usize)], manifest: &Manifest) -> anyhow::Result<()> {
-    let found: BTreeMap<Split, usize> = manifest.split_counts();
-    let mismatches: Vec<String> = expected
-        .iter()
-        .filter_map(|&(split, want)| {
-            let got = found.get(&split).copied().unwrap_or(0);
-            (got != want).then(|| format!("{split}: expected {want} images, found {got}"))
-        })
-        .collect();
-    if !mismatches.is_empty() {
-        bail!(
-            "{name}: the source does not match the official release ({}); \
-             pass --no-verify-counts to prepare a subset deliberately",
-            mismatches.join("; ")
-        );
-    }
-    Ok(())
+    manifest.hold_out_val_classes(options.val_classes)?;
+    Ok(staging.commit(manifest)?)
 }

@@ -2,37 +2,57 @@
 //! positive pair, `log(1 + Σ_n e^{4 tan²α (x_a + x_p)·x_n - 2 (1 + tan²α) x_a·x_p})`.
 
 use burn::tensor::Tensor;
-use serde::{Deserialize, Serialize};
 
-use super::{Computed, EmbInput};
+use super::evaluate::{Batch, Computed, Context, EmbInput, on_embeddings, require_distance};
+use super::{LossModule, LossOutput, RegisteredLoss};
+use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::{index1, l2_normalize, masked_logsumexp};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::pairs_or_all;
 
-/// Configuration of the angular loss (Euclidean distance on normalised embeddings).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AngularLossConfig {
-    /// The angle α in degrees (PML default 40).
-    pub alpha: f64,
-    /// Reducer override (default mean over positive pairs).
-    pub reducer: Option<Reducer>,
+dml_config::config! {
+    /// Configuration of the angular loss (Euclidean distance on normalised embeddings).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct AngularLossConfig {
+        /// The angle α in degrees (PML's default).
+        pub alpha: f64 = 40.0,
+        /// Reducer override (else the mean over positive pairs).
+        pub reducer: Option<Reducer> = None,
+    }
 }
 
-impl Default for AngularLossConfig {
-    fn default() -> Self {
-        Self {
-            alpha: 40.0,
-            reducer: None,
-        }
+/// The angular loss on its own.
+pub type AngularLoss = LossModule<AngularLossConfig>;
+
+impl RegisteredLoss for AngularLossConfig {
+    const NAME: &'static str = "angular";
+    const DEFAULT_DISTANCE: Distance = Distance::euclidean();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = false;
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, distance: &Distance) -> Result<(), LossError> {
+        require_distance(
+            Self::NAME,
+            distance.is_normalized_lp(2.0, Some(1.0)),
+            "Euclidean distance on normalised embeddings",
+            distance,
+        )
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_embeddings(self, ctx, batch, Self::compute)
     }
 }
 
 impl AngularLossConfig {
     /// As in PML, anchors and positives are normalised but the negatives `x_n` enter as the
     /// raw embeddings.
-    pub(super) fn compute(&self, input: &EmbInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &EmbInput<'_>) -> Result<Computed, LossError> {
         let pairs = pairs_or_all(input.tuples, input.labels);
         if pairs.a1.is_empty() || pairs.a2.is_empty() {
             return Ok(Computed::empty(1));

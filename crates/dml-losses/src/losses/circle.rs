@@ -2,39 +2,57 @@
 //! per anchor `softplus(log Σ_p e^{-γ α_p (s_p - Δ_p)} + log Σ_n e^{γ α_n (s_n - Δ_n)})`
 //! with detached `α_p = [1 + m - s_p]_+`, `α_n = [s_n + m]_+`, `Δ_p = 1 - m`, `Δ_n = m`.
 
-use burn::tensor::activation::{relu, softplus};
-use serde::{Deserialize, Serialize};
-
-use super::{Computed, PairInput};
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs, require_distance};
+use super::{LossModule, LossOutput, RegisteredLoss};
+use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::{bool2, masked_logsumexp};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::pairs_or_all;
+use burn::tensor::activation::{relu, softplus};
 
-/// Configuration of the circle loss (cosine similarity only).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CircleLossConfig {
-    /// The relaxation m (PML default 0.4).
-    pub m: f64,
-    /// The scale γ (default 80).
-    pub gamma: f64,
-    /// Reducer override (default average of non-zero).
-    pub reducer: Option<Reducer>,
+dml_config::config! {
+    /// Configuration of the circle loss (cosine similarity only).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct CircleLossConfig {
+        /// The relaxation m (PML's default).
+        pub m: f64 = 0.4,
+        /// The scale γ.
+        pub gamma: f64 = 80.0,
+        /// Reducer override (else the average of the non-zero terms).
+        pub reducer: Option<Reducer> = None,
+    }
 }
 
-impl Default for CircleLossConfig {
-    fn default() -> Self {
-        Self {
-            m: 0.4,
-            gamma: 80.0,
-            reducer: None,
-        }
+/// The circle loss on its own.
+pub type CircleLoss = LossModule<CircleLossConfig>;
+
+impl RegisteredLoss for CircleLossConfig {
+    const NAME: &'static str = "circle";
+    const DEFAULT_DISTANCE: Distance = Distance::cosine();
+    const DEFAULT_REDUCER: Reducer = Reducer::AvgNonZero;
+    const PAIR_BASED: bool = true;
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, distance: &Distance) -> Result<(), LossError> {
+        require_distance(
+            Self::NAME,
+            matches!(distance, Distance::Cosine { power } if *power == 1.0),
+            "cosine similarity",
+            distance,
+        )
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
     }
 }
 
 impl CircleLossConfig {
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
         let pairs = pairs_or_all(input.tuples, input.labels);
         if pairs.is_empty() {
             return Ok(Computed::empty(1));

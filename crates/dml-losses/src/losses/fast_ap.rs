@@ -3,48 +3,68 @@
 
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
-use serde::{Deserialize, Serialize};
+use dml_backend::{float_tensor, read_f64s};
 
-use super::{Computed, PairInput};
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs, require_distance};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
-use crate::ops::{bool2, float1, float2, host, index1};
+use crate::ops::{bool2, float1, index1};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::miner_weights;
 
-/// Configuration of FastAP (Lp distance with p = 2 on normalised embeddings).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FastApLossConfig {
-    /// Number of histogram bins (PML default 10).
-    pub num_bins: usize,
-    /// Distance override (default squared Euclidean; the histogram spans `[0, 2^power]`).
-    pub distance: Option<Distance>,
-    /// Reducer override (default mean over anchors with a positive).
-    pub reducer: Option<Reducer>,
-}
-
-impl Default for FastApLossConfig {
-    fn default() -> Self {
-        Self {
-            num_bins: 10,
-            distance: None,
-            reducer: None,
-        }
+dml_config::config! {
+    /// Configuration of FastAP (Lp distance with p = 2 on normalised embeddings).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct FastApLossConfig {
+        /// Number of histogram bins (PML's default).
+        pub num_bins: usize = 10,
+        /// Distance override (else squared Euclidean; the histogram spans `[0, 2^power]`).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else the mean over anchors with a positive).
+        pub reducer: Option<Reducer> = None,
     }
 }
 
-impl FastApLossConfig {
-    pub(super) fn validate(&self) -> Result<(), LossError> {
+/// The FastAP loss on its own.
+pub type FastApLoss = LossModule<FastApLossConfig>;
+
+impl RegisteredLoss for FastApLossConfig {
+    const NAME: &'static str = "fast_ap";
+    const DEFAULT_DISTANCE: Distance = Distance::squared_euclidean();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, distance: &Distance) -> Result<(), LossError> {
+        require_distance(
+            Self::NAME,
+            distance.is_normalized_lp(2.0, None),
+            "Lp (p = 2) on normalised embeddings",
+            distance,
+        )?;
         if self.num_bins == 0 {
             return Err(LossError::Config("fast_ap: num_bins must be positive".into()));
         }
         Ok(())
     }
 
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
+    }
+}
+
+impl FastApLossConfig {
     /// Positives and negatives are always all pairs of the batch; mined tuples only weight
     /// the anchors (PML `convert_to_weights`).
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
         let labels = input.labels;
         let n = labels.len();
         let mut i_pos = vec![0.0f64; n * n];
@@ -74,15 +94,15 @@ impl FastApLossConfig {
         let mids = float1(mids, &device, dtype).reshape([edges, 1, 1]);
         // pulse[l, i, j] = [1 - |d_ij - mid_l| / Δ]_+ : the triangular bin memberships.
         let pulse = relu((input.mat.clone().unsqueeze_dim::<3>(0) - mids).abs().neg() / delta + 1.0);
-        let ipos = float2(i_pos, [n, n], &device, dtype).unsqueeze_dim::<3>(0);
-        let ineg = float2(i_neg, [n, n], &device, dtype).unsqueeze_dim::<3>(0);
+        let ipos = float_tensor(i_pos, [n, n], &device, dtype).unsqueeze_dim::<3>(0);
+        let ineg = float_tensor(i_neg, [n, n], &device, dtype).unsqueeze_dim::<3>(0);
         let pos_hist: Tensor<2> = (pulse.clone() * ipos).sum_dim(2).reshape([edges, n]).transpose();
         let neg_hist: Tensor<2> = (pulse * ineg).sum_dim(2).reshape([edges, n]).transpose();
         let total_pos = pos_hist.clone().cumsum(1);
         let total = (pos_hist.clone() + neg_hist).cumsum(1);
         let h_pos_product = pos_hist * total_pos;
-        let hp = host(h_pos_product.clone());
-        let th = host(total.clone());
+        let hp = read_f64s(h_pos_product.clone());
+        let th = read_f64s(total.clone());
         let unsafe_h: Vec<bool> = hp.iter().zip(&th).map(|(&h, &t)| !(h > 0.0 && t > 0.0)).collect();
         let unsafe_mask = bool2(unsafe_h, [n, edges], &device);
         // Unsafe bins divide by 1 and are zeroed: no 0/0 in the value or the gradient.

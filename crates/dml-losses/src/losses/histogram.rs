@@ -3,32 +3,60 @@
 //! estimated with linearly interpolated histograms of the similarities on `[-1, 1]`.
 
 use burn::tensor::Tensor;
-use serde::{Deserialize, Serialize};
+use dml_backend::{float_tensor, read_f64s};
 
-use super::{Computed, PairInput};
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
-use crate::ops::{float2, gather_pairs, host};
+use crate::ops::gather_pairs;
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::Triplets;
 
-/// Configuration of the histogram loss.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HistogramLossConfig {
-    /// Number of bins; `delta = 2 / n_bins` (PML default 100 when neither is given).
-    pub n_bins: Option<usize>,
-    /// Bin width Δ (must equal `2 / n_bins` when both are given).
-    pub delta: Option<f64>,
-    /// Distance override (default cosine similarity).
-    pub distance: Option<Distance>,
-    /// Reducer override (the loss is already a scalar).
-    pub reducer: Option<Reducer>,
+dml_config::config! {
+    /// Configuration of the histogram loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct HistogramLossConfig {
+        /// Number of bins; `delta = 2 / n_bins` (PML's 100 when neither is given).
+        pub n_bins: Option<usize> = None,
+        /// Bin width Δ (must equal `2 / n_bins` when both are given).
+        pub delta: Option<f64> = None,
+        /// Distance override (else cosine similarity).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (the loss is already a scalar).
+        pub reducer: Option<Reducer> = None,
+    }
+}
+
+/// The histogram loss on its own.
+pub type HistogramLoss = LossModule<HistogramLossConfig>;
+
+impl RegisteredLoss for HistogramLossConfig {
+    const NAME: &'static str = "histogram";
+    const DEFAULT_DISTANCE: Distance = Distance::cosine();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, _distance: &Distance) -> Result<(), LossError> {
+        self.delta().map(|_| ())
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
+    }
 }
 
 impl HistogramLossConfig {
     /// The bin width.
-    pub(super) fn validate(&self) -> Result<f64, LossError> {
+    fn delta(&self) -> Result<f64, LossError> {
         let delta = match (self.n_bins, self.delta) {
             (Some(b), Some(d)) if (d - 2.0 / b as f64).abs() > 1e-12 => {
                 return Err(LossError::Config(format!(
@@ -47,8 +75,8 @@ impl HistogramLossConfig {
         Ok(delta)
     }
 
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
-        let delta = self.validate()?;
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+        let delta = self.delta()?;
         let t = input
             .tuples
             .map_or_else(|| Triplets::all(input.labels), |t| t.to_triplets());
@@ -83,7 +111,7 @@ fn unique_pairs(x: &[usize], y: &[usize]) -> (Vec<usize>, Vec<usize>) {
 fn density(values: Tensor<1>, delta: f64) -> Tensor<2> {
     let m = values.dims()[0];
     let nodes = (1.0 + 2.0 / delta).round() as usize;
-    let v = host(values.clone());
+    let v = read_f64s(values.clone());
     let r: Vec<usize> = v
         .iter()
         .map(|&x| (((x + 1.0) / delta).floor().max(0.0) as usize).min(nodes - 2))
@@ -96,12 +124,12 @@ fn density(values: Tensor<1>, delta: f64) -> Tensor<2> {
     }
     let device = values.device();
     let dtype = values.dtype();
-    let r_t = float2(r.iter().map(|&ri| ri as f64 * delta).collect(), [m, 1], &device, dtype);
+    let r_t = float_tensor(r.iter().map(|&ri| ri as f64 * delta).collect(), [m, 1], &device, dtype);
     let x = values.reshape([m, 1]);
     // (x + 1 - r Δ) / Δ goes to node r + 1 and ((r + 1) Δ - 1 - x) / Δ to node r.
     let to_upper = (x.clone() + 1.0 - r_t.clone()) / delta;
     let to_lower = (r_t + (delta - 1.0) - x) / delta;
-    let up = float2(upper, [nodes, m], &device, dtype);
-    let lo = float2(lower, [nodes, m], &device, dtype);
+    let up = float_tensor(upper, [nodes, m], &device, dtype);
+    let lo = float_tensor(lower, [nodes, m], &device, dtype);
     (up.matmul(to_upper) + lo.matmul(to_lower)) / m as f64
 }

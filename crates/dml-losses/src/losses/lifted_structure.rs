@@ -1,74 +1,56 @@
-//! Lifted structure losses.
-//!
-//! - Lifted structure (Oh Song et al. 2016, Eq. 4; PML `LiftedStructureLoss`): per positive
-//!   pair `(i, j)`, `½ [log Σ_{(k,l) ∈ N_i ∪ N_j} e^{m_neg - d_kl} + (d_ij - m_pos)]_+²`.
-//! - Generalised lifted structure (Hermans et al. 2017, Sec. 2; PML
-//!   `GeneralizedLiftedStructureLoss`): per anchor,
-//!   `[log Σ_p e^{d_ap - m_pos} + log Σ_n e^{m_neg - d_an}]_+`.
+//! Lifted structure loss (Oh Song et al. 2016, Eq. 4; PML `LiftedStructureLoss`): per
+//! positive pair `(i, j)`, `½ [log Σ_{(k,l) ∈ N_i ∪ N_j} e^{m_neg - d_kl} + (d_ij - m_pos)]_+²`.
 
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
-use serde::{Deserialize, Serialize};
 
-use super::{Computed, PairInput};
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::{gather_pairs, index1, masked_logsumexp};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::pairs_or_all;
 
-/// Configuration of the lifted structure loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LiftedStructureLossConfig {
-    /// Positive margin (PML default 0).
-    pub pos_margin: f64,
-    /// Negative margin (default 1).
-    pub neg_margin: f64,
-    /// Distance override (default Euclidean).
-    pub distance: Option<Distance>,
-    /// Reducer override (default mean over positive pairs).
-    pub reducer: Option<Reducer>,
-}
-
-impl Default for LiftedStructureLossConfig {
-    fn default() -> Self {
-        Self {
-            pos_margin: 0.0,
-            neg_margin: 1.0,
-            distance: None,
-            reducer: None,
-        }
+dml_config::config! {
+    /// Configuration of the lifted structure loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct LiftedStructureLossConfig {
+        /// Positive margin (PML's default).
+        pub pos_margin: f64 = 0.0,
+        /// Negative margin.
+        pub neg_margin: f64 = 1.0,
+        /// Distance override (else Euclidean on normalised embeddings).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else the mean over positive pairs).
+        pub reducer: Option<Reducer> = None,
     }
 }
 
-/// Configuration of the generalised lifted structure loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GeneralizedLiftedStructureLossConfig {
-    /// Positive margin (PML default 0).
-    pub pos_margin: f64,
-    /// Negative margin (default 1).
-    pub neg_margin: f64,
-    /// Distance override (default Euclidean).
-    pub distance: Option<Distance>,
-    /// Reducer override (default mean over anchors).
-    pub reducer: Option<Reducer>,
-}
+/// The lifted structure loss on its own.
+pub type LiftedStructureLoss = LossModule<LiftedStructureLossConfig>;
 
-impl Default for GeneralizedLiftedStructureLossConfig {
-    fn default() -> Self {
-        Self {
-            pos_margin: 0.0,
-            neg_margin: 1.0,
-            distance: None,
-            reducer: None,
-        }
+impl RegisteredLoss for LiftedStructureLossConfig {
+    const NAME: &'static str = "lifted_structure";
+    const DEFAULT_DISTANCE: Distance = Distance::euclidean();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
     }
 }
 
 /// `margin(x, m)` and `margin(m, x)` of PML on a whole matrix.
-fn remaining(mat: &Tensor<2>, sim: bool, pos_margin: f64, neg_margin: f64) -> (Tensor<2>, Tensor<2>) {
+pub(crate) fn remaining(mat: &Tensor<2>, sim: bool, pos_margin: f64, neg_margin: f64) -> (Tensor<2>, Tensor<2>) {
     if sim {
         (mat.clone().neg() + pos_margin, mat.clone() - neg_margin)
     } else {
@@ -80,7 +62,7 @@ impl LiftedStructureLossConfig {
     /// The negatives of a positive pair are the negative pairs anchored at either of its
     /// two members; their log-sum-exp is the log-add-exp of the two anchors' row
     /// log-sum-exps, which avoids a positive-pairs × negative-pairs matrix.
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
         let pairs = pairs_or_all(input.tuples, input.labels);
         if pairs.a1.is_empty() || pairs.a2.is_empty() {
             return Ok(Computed::empty(1));
@@ -111,31 +93,6 @@ impl LiftedStructureLossConfig {
         let losses = relu(neg_term + pos_term).square() / 2.0;
         Ok(Computed {
             subs: vec![SubLoss::elements(losses)],
-            tuples: pairs.len(),
-        })
-    }
-}
-
-impl GeneralizedLiftedStructureLossConfig {
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
-        let pairs = pairs_or_all(input.tuples, input.labels);
-        if pairs.is_empty() {
-            return Ok(Computed::empty(1));
-        }
-        let n = input.labels.len();
-        let mut pos_keep = vec![false; n * n];
-        let mut neg_keep = vec![false; n * n];
-        for (&a, &p) in pairs.a1.iter().zip(&pairs.p) {
-            pos_keep[a * n + p] = true;
-        }
-        for (&a, &k) in pairs.a2.iter().zip(&pairs.n) {
-            neg_keep[a * n + k] = true;
-        }
-        let (rem_pos, rem_neg) = remaining(&input.mat, input.sim, self.pos_margin, self.neg_margin);
-        let pos = masked_logsumexp(rem_pos, &pos_keep, false, 1);
-        let neg = masked_logsumexp(rem_neg, &neg_keep, false, 1);
-        Ok(Computed {
-            subs: vec![SubLoss::elements(relu(pos + neg).reshape([n]))],
             tuples: pairs.len(),
         })
     }

@@ -3,54 +3,62 @@
 //! `[d_ap - β + α]_+ + [β - d_an + α]_+` per triplet, divided by the number of non-zero
 //! terms, plus the regulariser `ν β` when β is learned.
 
-use serde::{Deserialize, Serialize};
+use burn::module::Param;
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use dml_backend::read_f64s;
 
-use super::HostInput;
+use super::evaluate::{Batch, Context, HostInput, on_host};
+use super::state::{LossState, Slot, require_classes};
 use super::triplet_margin::{TripletsPerAnchor, resolve_triplets};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::host_grad::{HostLoss, reducer_weights};
 use crate::reducer::Reducer;
 
-/// Configuration of the margin loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MarginLossConfig {
-    /// The margin α (PML default 0.2).
-    pub margin: f64,
-    /// The weight ν of the β regulariser (default 0).
-    pub nu: f64,
-    /// The (initial) boundary β (default 1.2).
-    pub beta: f64,
-    /// Learn β (default false); it then lives in the loss module's parameters.
-    pub learn_beta: bool,
-    /// One β per class instead of a single one (PML `num_classes` given; default false).
-    pub per_class_beta: bool,
-    /// Triplets per anchor without a miner (default `"all"`).
-    pub triplets_per_anchor: TripletsPerAnchor,
-    /// Distance override (default Euclidean on normalised embeddings).
-    pub distance: Option<Distance>,
-    /// Reducer override (default: divide by the number of non-zero terms).
-    pub reducer: Option<Reducer>,
-}
-
-impl Default for MarginLossConfig {
-    fn default() -> Self {
-        Self {
-            margin: 0.2,
-            nu: 0.0,
-            beta: 1.2,
-            learn_beta: false,
-            per_class_beta: false,
-            triplets_per_anchor: TripletsPerAnchor::All,
-            distance: None,
-            reducer: None,
-        }
+dml_config::config! {
+    /// Configuration of the margin loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct MarginLossConfig {
+        /// The margin α (PML's default).
+        pub margin: f64 = 0.2,
+        /// The weight ν of the β regulariser.
+        pub nu: f64 = 0.0,
+        /// The (initial) boundary β.
+        pub beta: f64 = 1.2,
+        /// Learn β; it then lives in the loss module's parameters.
+        pub learn_beta: bool = false,
+        /// One β per class instead of a single one (PML `num_classes` given).
+        pub per_class_beta: bool = false,
+        /// Triplets per anchor without a miner.
+        pub triplets_per_anchor: TripletsPerAnchor = TripletsPerAnchor::All,
+        /// Distance override (else Euclidean on normalised embeddings).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else: divide by the number of non-zero terms).
+        pub reducer: Option<Reducer> = None,
     }
 }
 
-impl MarginLossConfig {
-    pub(super) fn validate(&self) -> Result<(), LossError> {
+/// The margin loss on its own; a learned β is its only parameter.
+pub type MarginLoss = LossModule<MarginLossConfig>;
+
+impl RegisteredLoss for MarginLossConfig {
+    const NAME: &'static str = "margin";
+    const DEFAULT_DISTANCE: Distance = Distance::euclidean();
+    const DEFAULT_REDUCER: Reducer = Reducer::Divisor;
+    const PAIR_BASED: bool = true;
+    const HOST_EVALUATED: bool = true;
+    const PARAMETERS: &'static [(Slot, &'static str)] = &[(Slot::Beta, "beta")];
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, _distance: &Distance) -> Result<(), LossError> {
         if !(self.margin.is_finite() && self.beta.is_finite() && self.nu.is_finite() && self.nu >= 0.0) {
             return Err(LossError::Config(format!(
                 "margin: margin and beta must be finite and nu >= 0, got margin {}, beta {}, nu {}",
@@ -60,9 +68,44 @@ impl MarginLossConfig {
         Ok(())
     }
 
+    /// Only a per-class β is indexed by the labels.
+    fn labels_index_classes(&self) -> bool {
+        self.per_class_beta
+    }
+
+    fn init_state(&self, num_classes: usize, dim: usize, device: &Device) -> Result<LossState, LossError> {
+        if self.per_class_beta {
+            require_classes(Self::NAME, "per-class beta", num_classes, dim)?;
+        }
+        if !self.learn_beta {
+            return Ok(LossState::default());
+        }
+        let len = if self.per_class_beta { num_classes } else { 1 };
+        let t = Tensor::<1>::from_data(TensorData::new(vec![self.beta as f32; len], [len]), device);
+        Ok(LossState {
+            beta: Some(Param::from_tensor(t)),
+            ..LossState::default()
+        })
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        let beta = self.beta_values(ctx, batch.data.dtype());
+        on_host(self, ctx, batch, |c, input| c.host(input, &beta))
+    }
+}
+
+impl MarginLossConfig {
+    /// The current β values: the learned ones (in the inputs' float type), else the fixed one.
+    fn beta_values(&self, ctx: &Context<'_>, dtype: DType) -> Vec<f64> {
+        match ctx.beta() {
+            Some(b) => read_f64s(b.cast(dtype)),
+            None => vec![self.beta],
+        }
+    }
+
     /// The loss and its gradients with respect to the matrix and to β (`beta` holds the
     /// current β values: one shared value, or one per class).
-    pub(super) fn host(&self, input: &HostInput<'_>, beta: &[f64]) -> (HostLoss, Vec<f64>) {
+    fn host(&self, input: &HostInput<'_>, beta: &[f64]) -> (HostLoss, Vec<f64>) {
         let n = input.mat.n;
         let m = &input.mat.values;
         let sim = input.mat.is_similarity;

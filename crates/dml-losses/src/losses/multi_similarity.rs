@@ -1,45 +1,50 @@
 //! Multi-similarity loss (Wang et al. 2019, Eq. 4; PML `MultiSimilarityLoss`): per anchor,
 //! `1/α log(1 + Σ_p e^{-α(S_ap - λ)}) + 1/β log(1 + Σ_n e^{β(S_an - λ)})`.
 
-use serde::{Deserialize, Serialize};
-
-use super::HostInput;
+use super::evaluate::{Batch, Context, HostInput, on_host};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::host_grad::{HostLoss, logsumexp_with_weights, reducer_weights};
 use crate::reducer::Reducer;
 use crate::tuples::pairs_or_all;
 
-/// Configuration of the multi-similarity loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MultiSimilarityLossConfig {
-    /// Weight α of positive pairs (PML default 2).
-    pub alpha: f64,
-    /// Weight β of negative pairs (default 50).
-    pub beta: f64,
-    /// The shift λ (default 0.5).
-    pub base: f64,
-    /// Distance override (default cosine similarity).
-    pub distance: Option<Distance>,
-    /// Reducer override (default mean over anchors).
-    pub reducer: Option<Reducer>,
-}
-
-impl Default for MultiSimilarityLossConfig {
-    fn default() -> Self {
-        Self {
-            alpha: 2.0,
-            beta: 50.0,
-            base: 0.5,
-            distance: None,
-            reducer: None,
-        }
+dml_config::config! {
+    /// Configuration of the multi-similarity loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct MultiSimilarityLossConfig {
+        /// Weight α of positive pairs (PML's default).
+        pub alpha: f64 = 2.0,
+        /// Weight β of negative pairs.
+        pub beta: f64 = 50.0,
+        /// The shift λ.
+        pub base: f64 = 0.5,
+        /// Distance override (else cosine similarity).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else the mean over anchors).
+        pub reducer: Option<Reducer> = None,
     }
 }
 
-impl MultiSimilarityLossConfig {
-    pub(super) fn validate(&self) -> Result<(), LossError> {
+/// The multi-similarity loss on its own.
+pub type MultiSimilarityLoss = LossModule<MultiSimilarityLossConfig>;
+
+impl RegisteredLoss for MultiSimilarityLossConfig {
+    const NAME: &'static str = "multi_similarity";
+    const DEFAULT_DISTANCE: Distance = Distance::cosine();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+    const HOST_EVALUATED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, _distance: &Distance) -> Result<(), LossError> {
         if !(self.alpha > 0.0 && self.beta > 0.0 && self.base.is_finite()) {
             return Err(LossError::Config(format!(
                 "multi_similarity: alpha and beta must be positive, got {} and {}",
@@ -49,9 +54,15 @@ impl MultiSimilarityLossConfig {
         Ok(())
     }
 
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_host(self, ctx, batch, |c, input| (c.host(input), Vec::new()))
+    }
+}
+
+impl MultiSimilarityLossConfig {
     /// Per anchor `1/α log(1 + Σ_p e^{α margin(S_ap, λ)}) + 1/β log(1 + Σ_n e^{β margin(λ, S_an)})`
     /// with its gradient (the softmax weights of each log-sum-exp).
-    pub(super) fn host(&self, input: &HostInput<'_>) -> HostLoss {
+    fn host(&self, input: &HostInput<'_>) -> HostLoss {
         let n = input.mat.n;
         let m = &input.mat.values;
         let sim = input.mat.is_similarity;

@@ -1,29 +1,51 @@
 //! N-pairs loss (Sohn 2016, Eq. 3; PML `NPairsLoss`): one positive pair per class, and the
 //! cross-entropy of each anchor against all chosen positives.
 
-use serde::{Deserialize, Serialize};
-
-use super::{Computed, PairInput};
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::{cross_entropy, index1};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::pairs_or_all;
 
-/// Configuration of the N-pairs loss.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NPairsLossConfig {
-    /// Distance override (default dot product of normalised embeddings).
-    pub distance: Option<Distance>,
-    /// Reducer override (default mean).
-    pub reducer: Option<Reducer>,
+dml_config::config! {
+    /// Configuration of the N-pairs loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct NPairsLossConfig {
+        /// Distance override (else the dot product of normalised embeddings).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else the mean).
+        pub reducer: Option<Reducer> = None,
+    }
+}
+
+/// The N-pairs loss on its own.
+pub type NPairsLoss = LossModule<NPairsLossConfig>;
+
+impl RegisteredLoss for NPairsLossConfig {
+    const NAME: &'static str = "n_pairs";
+    const DEFAULT_DISTANCE: Distance = Distance::dot_product();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
+    }
 }
 
 impl NPairsLossConfig {
     /// The first positive pair of each label, in label order (PML
     /// `convert_to_pos_pairs_with_unique_labels`).
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
         let pairs = pairs_or_all(input.tuples, input.labels);
         let mut chosen: Vec<(u32, usize, usize)> = Vec::new();
         for (&a, &p) in pairs.a1.iter().zip(&pairs.p) {

@@ -1,40 +1,46 @@
 //! NT-Xent / InfoNCE (Chen et al. 2020, Eq. 1; PML `NTXentLoss`): for each positive pair,
 //! `-log(e^{s_ap/τ} / (e^{s_ap/τ} + Σ_n e^{s_an/τ}))` over the anchor's negative pairs.
 
-use burn::tensor::activation::softplus;
-use serde::{Deserialize, Serialize};
-
-use super::{Computed, PairInput};
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::{bool2, gather_pairs, index1, masked_logsumexp};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::pairs_or_all;
+use burn::tensor::activation::softplus;
 
-/// Configuration of NT-Xent.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NtXentLossConfig {
-    /// The temperature τ (PML default 0.07).
-    pub temperature: f64,
-    /// Distance override (default cosine similarity; a distance is negated).
-    pub distance: Option<Distance>,
-    /// Reducer override (default mean over positive pairs).
-    pub reducer: Option<Reducer>,
-}
-
-impl Default for NtXentLossConfig {
-    fn default() -> Self {
-        Self {
-            temperature: 0.07,
-            distance: None,
-            reducer: None,
-        }
+dml_config::config! {
+    /// Configuration of NT-Xent.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct NtXentLossConfig {
+        /// The temperature τ (PML's default).
+        pub temperature: f64 = 0.07,
+        /// Distance override (else cosine similarity; a distance is negated).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else the mean over positive pairs).
+        pub reducer: Option<Reducer> = None,
     }
 }
 
-impl NtXentLossConfig {
-    pub(super) fn validate(&self) -> Result<(), LossError> {
+/// The NT-Xent loss on its own.
+pub type NtXentLoss = LossModule<NtXentLossConfig>;
+
+impl RegisteredLoss for NtXentLossConfig {
+    const NAME: &'static str = "nt_xent";
+    const DEFAULT_DISTANCE: Distance = Distance::cosine();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, _distance: &Distance) -> Result<(), LossError> {
         if !(self.temperature > 0.0 && self.temperature.is_finite()) {
             return Err(LossError::Config(format!(
                 "nt_xent: temperature must be positive, got {}",
@@ -44,10 +50,16 @@ impl NtXentLossConfig {
         Ok(())
     }
 
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
+    }
+}
+
+impl NtXentLossConfig {
     /// Written per anchor as `softplus(L_a - s_ap/τ)` with `L_a = log Σ_n e^{s_an/τ}`, which
     /// equals PML's per-pair ratio but needs one `[N, N]` log-sum-exp instead of a
     /// positive-pairs × negative-pairs matrix.
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
         let pairs = pairs_or_all(input.tuples, input.labels);
         if pairs.a1.is_empty() || pairs.a2.is_empty() {
             return Ok(Computed::empty(1));

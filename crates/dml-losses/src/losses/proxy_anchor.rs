@@ -2,41 +2,111 @@
 //! `1/|P+| Σ_{p∈P+} log(1 + Σ_{x∈X_p+} e^{-α(s(x,p) - δ)})
 //!  + 1/|P| Σ_{p∈P} log(1 + Σ_{x∈X_p-} e^{α(s(x,p) + δ)})`.
 
-use burn::tensor::{Tensor, TensorData};
-use serde::{Deserialize, Serialize};
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use dml_backend::{float_tensor, is_cpu_device, read_f64s};
 
-use super::LossOutput;
+use super::evaluate::{Batch, Context, check_host_values, embeddings_of};
+use super::state::{LossState, Slot, normal, require_classes};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::attach::attach_gradients;
 use crate::distance::Distance;
+use crate::error::LossError;
 use crate::gemm::{self, HostFloat};
-use crate::host_grad::{HostLoss, Norm, normalize_product, normalize_product_backward, reducer_weights};
-use crate::ops::{float2, host};
+use crate::host_grad::{
+    GramMap, HostLoss, Norm, attach, normalize_product, normalize_product_backward, reducer_weights,
+};
 use crate::reducer::Reducer;
 use crate::tuples::{Tuples, miner_weights};
 
-/// Configuration of the Proxy-Anchor loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ProxyAnchorLossConfig {
-    /// The margin δ (PML default 0.1).
-    pub margin: f64,
-    /// The scale α (default 32).
-    pub alpha: f64,
-    /// Distance override (default cosine similarity).
-    pub distance: Option<Distance>,
-    /// Reducer override (default: positive term over the proxies present, negative term
-    /// over all proxies).
-    pub reducer: Option<Reducer>,
+dml_config::config! {
+    /// Configuration of the Proxy-Anchor loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ProxyAnchorLossConfig {
+        /// The margin δ (PML's default).
+        pub margin: f64 = 0.1,
+        /// The scale α.
+        pub alpha: f64 = 32.0,
+        /// Distance override (else cosine similarity).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else: the positive term over the proxies present, the negative
+        /// term over all proxies).
+        pub reducer: Option<Reducer> = None,
+    }
 }
 
-impl Default for ProxyAnchorLossConfig {
-    fn default() -> Self {
-        Self {
-            margin: 0.1,
-            alpha: 32.0,
-            distance: None,
-            reducer: None,
+/// Proxy-Anchor on its own; its proxies `[C, D]` are its parameter.
+pub type ProxyAnchorLoss = LossModule<ProxyAnchorLossConfig>;
+
+impl RegisteredLoss for ProxyAnchorLossConfig {
+    const NAME: &'static str = "proxy_anchor";
+    const DEFAULT_DISTANCE: Distance = Distance::cosine();
+    const DEFAULT_REDUCER: Reducer = Reducer::Divisor;
+    const PAIR_BASED: bool = false;
+    const HOST_EVALUATED: bool = true;
+    const PARAMETERS: &'static [(Slot, &'static str)] = &[(Slot::Proxies, "proxies")];
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    /// `kaiming_normal_(mode = "fan_out")` on `[C, D]`: std `sqrt(2 / C)`.
+    fn init_state(&self, num_classes: usize, dim: usize, device: &Device) -> Result<LossState, LossError> {
+        require_classes(Self::NAME, "proxies", num_classes, dim)?;
+        let std = (2.0 / num_classes as f64).sqrt();
+        Ok(LossState {
+            proxies: Some(normal([num_classes, dim], std, device)),
+            ..LossState::default()
+        })
+    }
+
+    /// Evaluated on the host (see `host_grad`): with the cosine similarity (or the dot product)
+    /// through `ProxyAnchorGram`, so that no matrix product enters the graph; with any other
+    /// distance from the graph's `[N, C]` matrix.
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        let Batch {
+            data,
+            labels,
+            miner,
+            seed,
+        } = batch;
+        let embeddings = embeddings_of::<Self>(data)?;
+        let tuples = match miner {
+            None => None,
+            Some(m) => Some(m.mine(embeddings.clone(), labels, seed)?),
+        };
+        let dtype = embeddings.dtype();
+        let proxies = ctx.proxies(dtype)?;
+        let distance = ctx.distance();
+        let sim = distance.is_similarity();
+        let gram = matches!(GramMap::for_distance(distance), Some(GramMap::Similarity { power }) if power == 1.0);
+        if gram {
+            let on = ProxyAnchorGram {
+                config: self,
+                reducer: ctx.reducer(),
+                labels,
+                tuples: tuples.as_ref(),
+                normalize: distance.normalizes(),
+                sim,
+            };
+            return match (is_cpu_device(&embeddings.device()), dtype) {
+                (true, DType::F64) => Ok(on.host::<f64>(embeddings, proxies)),
+                (true, _) => Ok(on.host::<f32>(embeddings, proxies)),
+                (false, _) => on.device(embeddings, proxies),
+            };
         }
+        let mat = distance.matrix(embeddings, proxies);
+        let [_, classes] = mat.dims();
+        let values = read_f64s(mat.clone());
+        check_host_values(values.iter().copied(), classes, "distance matrix")?;
+        let hl = self.host(&values, classes, sim, labels, tuples.as_ref(), ctx.reducer());
+        Ok(LossOutput {
+            loss: attach(mat, hl.grad, hl.value),
+            tuples: hl.tuples,
+        })
     }
 }
 
@@ -48,7 +118,7 @@ impl ProxyAnchorLossConfig {
     /// log-sum-exps of every proxy (over its column) are evaluated in three row-major passes
     /// over `[N, C]`: the logits and column maxima, the shifted exponentials and column sums,
     /// then the softmax weights as the gradient. Each pass runs along contiguous rows.
-    pub(super) fn host(
+    fn host(
         &self,
         mat: &[f64],
         c: usize,
@@ -130,7 +200,7 @@ impl ProxyAnchorLossConfig {
 /// [`ProxyAnchorLossConfig::host`], then `∂L/∂X = ∂R P + diag(u) X` and
 /// `∂L/∂P = ∂Rᵀ X + diag(v) P` (see `normalize_product_backward`). Both gradients re-enter the
 /// graph as one node (see `attach`), so the autodiff graph holds no matrix product at all.
-pub(super) struct ProxyAnchorGram<'a> {
+pub(crate) struct ProxyAnchorGram<'a> {
     pub config: &'a ProxyAnchorLossConfig,
     pub reducer: &'a Reducer,
     pub labels: &'a [u32],
@@ -145,7 +215,7 @@ impl ProxyAnchorGram<'_> {
     /// On a CPU device the whole step runs on the host in the embeddings' precision `T`, with
     /// the three products through `gemm`: the loss of `embeddings` `[N, D]` against `proxies`
     /// `[C, D]`, attached to both.
-    pub(super) fn host<T: HostFloat>(&self, embeddings: Tensor<2>, proxies: Tensor<2>) -> LossOutput {
+    pub(crate) fn host<T: HostFloat>(&self, embeddings: Tensor<2>, proxies: Tensor<2>) -> LossOutput {
         let [n, d] = embeddings.dims();
         let classes = proxies.dims()[0];
         let (device, dtype) = (embeddings.device(), embeddings.dtype());
@@ -190,32 +260,35 @@ impl ProxyAnchorGram<'_> {
     }
 
     /// On a GPU the three products stay on the device (detached, outside the graph); only the
-    /// `[N, C]` matrix and the norms travel to the host for the loss itself.
-    pub(super) fn device(&self, embeddings: Tensor<2>, proxies: Tensor<2>) -> LossOutput {
+    /// `[N, C]` matrix and the norms travel to the host for the loss itself. The norms are
+    /// checked there: a non-finite embedding or proxy has a non-finite norm.
+    pub(crate) fn device(&self, embeddings: Tensor<2>, proxies: Tensor<2>) -> Result<LossOutput, LossError> {
         let [n, _] = embeddings.dims();
         let classes = proxies.dims()[0];
         let (device, dtype) = (embeddings.device(), embeddings.dtype());
         let (xd, pd) = (embeddings.clone().detach(), proxies.clone().detach());
-        let norms = |m: &Tensor<2>| -> Vec<Norm> {
-            host(m.clone().square().sum_dim(1))
-                .into_iter()
-                .map(|q| Norm::new(q, self.normalize))
-                .collect()
+        let norms = |m: &Tensor<2>, what: &str| -> Result<Vec<Norm>, LossError> {
+            let squares = read_f64s(m.clone().square().sum_dim(1));
+            check_host_values(squares.iter().copied(), 1, what)?;
+            Ok(squares.into_iter().map(|q| Norm::new(q, self.normalize)).collect())
         };
-        let (xn, pn) = (norms(&xd), norms(&pd));
-        let raw = host(xd.clone().matmul(pd.clone().transpose()));
+        let (xn, pn) = (
+            norms(&xd, "embeddings (squared norm)")?,
+            norms(&pd, "proxies (squared norm)")?,
+        );
+        let raw = read_f64s(xd.clone().matmul(pd.clone().transpose()));
         let cos = normalize_product(&raw, &xn, &pn);
         let hl = self
             .config
             .host(&cos, classes, self.sim, self.labels, self.tuples, self.reducer);
         let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
-        let dr = float2(dr, [n, classes], &device, dtype);
-        let grad_x = dr.clone().matmul(pd.clone()) + xd.clone() * float2(u, [n, 1], &device, dtype);
-        let grad_p = dr.transpose().matmul(xd) + pd * float2(v, [classes, 1], &device, dtype);
+        let dr = float_tensor(dr, [n, classes], &device, dtype);
+        let grad_x = dr.clone().matmul(pd.clone()) + xd.clone() * float_tensor(u, [n, 1], &device, dtype);
+        let grad_p = dr.transpose().matmul(xd) + pd * float_tensor(v, [classes, 1], &device, dtype);
         let value = Tensor::from_data(TensorData::new(vec![hl.value], [1]), (&device, dtype));
-        LossOutput {
+        Ok(LossOutput {
             loss: attach_gradients(value, (embeddings, grad_x), (proxies, grad_p)),
             tuples: hl.tuples,
-        }
+        })
     }
 }

@@ -9,43 +9,53 @@
 //! positive distance. There is no PML oracle; the tests compare with a naive loop and with
 //! finite differences.
 
-use burn::tensor::activation::relu;
-use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
-
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
 use super::triplet_margin::{TripletsPerAnchor, resolve_triplets};
-use super::{Computed, PairInput};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::gather_pairs;
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::Triplets;
+use burn::tensor::activation::relu;
+use rand::{Rng, SeedableRng};
 
-/// Configuration of the quadruplet loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct QuadrupletLossConfig {
-    /// The triplet margin α₁ (default 0.2, as in the benchmark code).
-    pub margin_triplet: f64,
-    /// The quadruplet margin α₂ (default 0.2).
-    pub margin_quadruplet: f64,
-    /// Triplets per anchor without a miner (default `"all"`).
-    pub triplets_per_anchor: TripletsPerAnchor,
-    /// Distance override (default Euclidean on normalised embeddings).
-    pub distance: Option<Distance>,
-    /// Reducer override (default mean, per term).
-    pub reducer: Option<Reducer>,
+dml_config::config! {
+    /// Configuration of the quadruplet loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct QuadrupletLossConfig {
+        /// The triplet margin α₁ (as in the benchmark code).
+        pub margin_triplet: f64 = 0.2,
+        /// The quadruplet margin α₂.
+        pub margin_quadruplet: f64 = 0.2,
+        /// Triplets per anchor without a miner.
+        pub triplets_per_anchor: TripletsPerAnchor = TripletsPerAnchor::All,
+        /// Distance override (else Euclidean on normalised embeddings).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else the mean, per term).
+        pub reducer: Option<Reducer> = None,
+    }
 }
 
-impl Default for QuadrupletLossConfig {
-    fn default() -> Self {
-        Self {
-            margin_triplet: 0.2,
-            margin_quadruplet: 0.2,
-            triplets_per_anchor: TripletsPerAnchor::All,
-            distance: None,
-            reducer: None,
-        }
+/// The quadruplet loss on its own.
+pub type QuadrupletLoss = LossModule<QuadrupletLossConfig>;
+
+impl RegisteredLoss for QuadrupletLossConfig {
+    const NAME: &'static str = "quadruplet";
+    const DEFAULT_DISTANCE: Distance = Distance::euclidean();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
     }
 }
 
@@ -98,7 +108,7 @@ impl Quadruplets {
 }
 
 impl QuadrupletLossConfig {
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
         let t = resolve_triplets(input.tuples, input.labels, self.triplets_per_anchor, input.seed);
         if t.is_empty() {
             return Ok(Computed::empty(2));

@@ -2,46 +2,51 @@
 //! the class similarity is the softmax(γ⁻¹-scaled)-weighted mean of the centre similarities,
 //! and the loss is the cross-entropy of `λ (S - δ 1_y)`.
 
-use burn::tensor::Tensor;
 use burn::tensor::activation::softmax;
-use serde::{Deserialize, Serialize};
+use burn::tensor::{Device, Tensor};
 
-use super::{Computed, EmbInput};
+use super::evaluate::{Batch, Computed, Context, EmbInput, on_embeddings, require_distance};
+use super::state::{LossState, Slot, require_classes, uniform};
+use super::{LossModule, LossOutput, RegisteredLoss};
+use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::{bool2, cross_entropy, float1};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::miner_weights;
 
-/// Configuration of SoftTriple.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SoftTripleLossConfig {
-    /// Centres per class K (PML default 10).
-    pub centers_per_class: usize,
-    /// The scale λ (`la`, default 20).
-    pub la: f64,
-    /// The entropy temperature γ (default 0.1; the centre softmax uses `1/γ`).
-    pub gamma: f64,
-    /// The margin δ (default 0.01).
-    pub margin: f64,
-    /// Reducer override (default mean).
-    pub reducer: Option<Reducer>,
-}
-
-impl Default for SoftTripleLossConfig {
-    fn default() -> Self {
-        Self {
-            centers_per_class: 10,
-            la: 20.0,
-            gamma: 0.1,
-            margin: 0.01,
-            reducer: None,
-        }
+dml_config::config! {
+    /// Configuration of SoftTriple.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct SoftTripleLossConfig {
+        /// Centres per class K (PML's default).
+        pub centers_per_class: usize = 10,
+        /// The scale λ (`la`).
+        pub la: f64 = 20.0,
+        /// The entropy temperature γ (the centre softmax uses `1/γ`).
+        pub gamma: f64 = 0.1,
+        /// The margin δ.
+        pub margin: f64 = 0.01,
+        /// Reducer override (else the mean).
+        pub reducer: Option<Reducer> = None,
     }
 }
 
-impl SoftTripleLossConfig {
-    pub(super) fn validate(&self) -> Result<(), LossError> {
+/// SoftTriple on its own; its centres `fc` `[D, C·K]` are its parameter.
+pub type SoftTripleLoss = LossModule<SoftTripleLossConfig>;
+
+impl RegisteredLoss for SoftTripleLossConfig {
+    const NAME: &'static str = "soft_triple";
+    const DEFAULT_DISTANCE: Distance = Distance::cosine();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = false;
+    const PARAMETERS: &'static [(Slot, &'static str)] = &[(Slot::Weight, "fc")];
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, distance: &Distance) -> Result<(), LossError> {
+        require_distance(Self::NAME, distance.is_similarity(), "a similarity", distance)?;
         if self.centers_per_class == 0 || self.gamma.is_nan() || self.gamma <= 0.0 {
             return Err(LossError::Config(format!(
                 "soft_triple: centers_per_class and gamma must be positive, got {} and {}",
@@ -51,13 +56,27 @@ impl SoftTripleLossConfig {
         Ok(())
     }
 
+    /// `kaiming_uniform_(a = sqrt(5))` on `[D, C·K]`: bound `1 / sqrt(C·K)`.
+    fn init_state(&self, num_classes: usize, dim: usize, device: &Device) -> Result<LossState, LossError> {
+        require_classes(Self::NAME, "class centres", num_classes, dim)?;
+        let cols = num_classes * self.centers_per_class;
+        let bound = 1.0 / (cols as f64).sqrt();
+        Ok(LossState {
+            weight: Some(uniform([dim, cols], bound, device)),
+            ..LossState::default()
+        })
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_embeddings(self, ctx, batch, |c, input| {
+            c.compute(input, ctx.weight(input.emb.dtype())?, ctx.num_classes())
+        })
+    }
+}
+
+impl SoftTripleLossConfig {
     /// `fc` is `[D, C*K]`.
-    pub(super) fn compute(
-        &self,
-        input: &EmbInput<'_>,
-        fc: Tensor<2>,
-        num_classes: usize,
-    ) -> Result<Computed, LossError> {
+    fn compute(&self, input: &EmbInput<'_>, fc: Tensor<2>, num_classes: usize) -> Result<Computed, LossError> {
         let n = input.labels.len();
         let c = num_classes;
         let k = self.centers_per_class;

@@ -4,9 +4,10 @@
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use rand::{Rng, SeedableRng};
 
+use super::proxy_anchor::ProxyAnchorGram;
 use super::*;
 use crate::miners::MinerConfig;
-use crate::tuples::Triplets;
+use crate::tuples::{Triplets, Tuples};
 
 fn device() -> Device {
     Device::flex().autodiff()
@@ -594,14 +595,14 @@ fn proxy_anchor_path(
     tuples: Option<&Tuples>,
     normalize: bool,
 ) -> (f64, Vec<f64>, Vec<f64>) {
-    let LossConfig::ProxyAnchor(config) = &loss.spec.config else {
+    let LossConfig::ProxyAnchor(config) = loss.config() else {
         panic!("not a Proxy-Anchor loss")
     };
     let dtype = x.dtype();
-    let proxies = loss.proxies_val(dtype).unwrap();
+    let proxies = loss.context().proxies(dtype).unwrap();
     let gram = ProxyAnchorGram {
         config,
-        reducer: &loss.spec.reducer,
+        reducer: loss.reducer(),
         labels,
         tuples,
         normalize,
@@ -610,7 +611,7 @@ fn proxy_anchor_path(
     let out = match path {
         "host f64" => gram.host::<f64>(x.clone(), proxies),
         "host f32" => gram.host::<f32>(x.clone(), proxies),
-        _ => gram.device(x.clone(), proxies),
+        _ => gram.device(x.clone(), proxies).unwrap(),
     };
     let value = out.loss.clone().into_data().iter::<f64>().next().unwrap();
     let grads = out.loss.backward();
@@ -710,4 +711,119 @@ fn host_evaluated_losses_agree_in_f32_and_f64() {
             assert!((a - b).abs() < 1e-4 * scale, "{text}: ∂L/∂x[{i}] {a} vs {b}");
         }
     }
+}
+
+/// The loss value, `∂L/∂X` and the gradient of every learnable tensor (by name) of one pass.
+type Run = (f64, Vec<f64>, Vec<(&'static str, Vec<f64>)>);
+
+/// One forward and backward pass of `loss`.
+fn value_and_gradients<C: AnyLossConfig + Clone>(
+    loss: &LossModule<C>,
+    values: &[f64],
+    labels: &[u32],
+    d: usize,
+    miner: Option<&Miner>,
+) -> Run {
+    let x = emb(values.to_vec(), labels.len(), d);
+    let out = loss.forward(x.clone(), labels, miner, 5).unwrap();
+    let value = scalar(&out.loss);
+    let grads = out.loss.backward();
+    let gx = x.grad(&grads).unwrap().into_data().iter::<f64>().collect();
+    let gp = loss
+        .parameter_names()
+        .into_iter()
+        .map(|p| (p, loss.parameter_grad(p, &grads).unwrap().iter::<f64>().collect()))
+        .collect();
+    (value, gx, gp)
+}
+
+#[test]
+fn a_loss_is_usable_on_its_own() {
+    let dev = device();
+    let (d, labels) = (5, [0u32, 0, 1, 1, 2, 2, 2, 0]);
+    let values = random(labels.len() * d, 81);
+    let miner = MinerConfig::default_for("triplet_margin").unwrap().init().unwrap();
+
+    // The margin loss with a learned per-class β, built without the catalogue.
+    let margin = MarginLossConfig {
+        learn_beta: true,
+        per_class_beta: true,
+        nu: 0.1,
+        ..Default::default()
+    };
+    let alone: MarginLoss = margin.init(3, d, &dev).unwrap();
+    let through = LossConfig::from(margin).init(3, d, &dev).unwrap();
+    assert_eq!(alone.parameter_names(), vec!["beta"]);
+    for m in [None, Some(&miner)] {
+        let a = value_and_gradients(&alone, &values, &labels, d, m);
+        assert!(a.0 > 0.0);
+        assert_eq!(a, value_and_gradients(&through, &values, &labels, d, m));
+    }
+
+    // Proxy-Anchor: the same fixed seed gives the same initial proxies, hence the same loss.
+    let alone = ProxyAnchorLoss::new(ProxyAnchorLossConfig::default(), 3, d, &dev).unwrap();
+    let through = LossConfig::default_for("proxy_anchor")
+        .unwrap()
+        .init(3, d, &dev)
+        .unwrap();
+    assert_eq!(alone.parameter("proxies"), through.parameter("proxies"));
+    let a = value_and_gradients(&alone, &values, &labels, d, None);
+    assert_eq!(a.2.len(), 1, "the proxies have a gradient");
+    assert_eq!(a, value_and_gradients(&through, &values, &labels, d, None));
+
+    // The record of a single loss loads into the catalogue's module and back: the same fields.
+    let mut shifted = alone.clone();
+    let p = alone.parameter("proxies").unwrap();
+    let moved: Vec<f32> = p.iter::<f32>().map(|v| v + 1.0).collect();
+    shifted
+        .set_parameter("proxies", TensorData::new(moved, p.shape().to_vec()), &dev)
+        .unwrap();
+    let loaded = through.clone().load_record(shifted.clone().into_record());
+    assert_eq!(loaded.parameter("proxies"), shifted.parameter("proxies"));
+
+    // A loss without state, on a precomputed matrix.
+    let alone = ContrastiveLossConfig::default().init(0, 0, &dev).unwrap();
+    let through = LossConfig::default_for("contrastive")
+        .unwrap()
+        .init(0, 0, &dev)
+        .unwrap();
+    let mat = || Distance::euclidean().self_matrix(emb(values.clone(), labels.len(), d));
+    let a = scalar(&alone.forward_with_matrix(mat(), false, &labels, None, 0).unwrap().loss);
+    let b = scalar(
+        &through
+            .forward_with_matrix(mat(), false, &labels, None, 0)
+            .unwrap()
+            .loss,
+    );
+    assert_eq!(a, b);
+}
+
+#[test]
+fn the_registry_names_are_exactly_the_names_toml_accepts() {
+    let names = LossConfig::names();
+    let unique: std::collections::BTreeSet<_> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    for name in names {
+        // Every name round-trips through TOML into a configuration of that name.
+        let cfg: LossConfig = toml::from_str(&format!("name = \"{name}\"")).unwrap();
+        assert_eq!(cfg.name(), *name);
+        assert_eq!(LossConfig::default_for(name).unwrap(), cfg);
+        let text = toml::to_string(&cfg).unwrap();
+        assert!(text.starts_with(&format!("name = \"{name}\"")), "{text}");
+    }
+    // The alias reads as its loss, through TOML and `default_for` alike.
+    let alias = "signal_to_noise_ratio_contrastive";
+    let snr: LossConfig = toml::from_str(&format!("name = \"{alias}\"")).unwrap();
+    assert_eq!(snr.name(), "snr_contrastive");
+    assert_eq!(LossConfig::default_for(alias).unwrap(), snr);
+    // And TOML accepts nothing else: the names its error lists are the registry's plus the alias.
+    let err = toml::from_str::<LossConfig>("name = \"nope\"").unwrap_err().to_string();
+    let listed: std::collections::BTreeSet<&str> = err[err.find("expected one of").expect(&err)..]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .collect();
+    let mut want: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+    want.insert(alias);
+    assert_eq!(listed, want, "{err}");
 }

@@ -4,7 +4,8 @@
 use rand::SeedableRng;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::HostInput;
+use super::evaluate::{Batch, Context, HostInput, on_host};
+use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::host_grad::{HostLoss, reducer_weights, softplus};
@@ -68,39 +69,44 @@ pub(crate) fn resolve_triplets(
     }
 }
 
-/// Configuration of the triplet margin loss.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TripletMarginLossConfig {
-    /// The margin (PML default 0.05).
-    pub margin: f64,
-    /// Use `min(d_an, d_pn)` as the negative distance (PML `swap`, default false).
-    pub swap: bool,
-    /// `softplus` instead of the hinge (PML `smooth_loss`, default false).
-    pub smooth_loss: bool,
-    /// Triplets per anchor without a miner (default `"all"`).
-    pub triplets_per_anchor: TripletsPerAnchor,
-    /// Distance override (default Euclidean on normalised embeddings).
-    pub distance: Option<Distance>,
-    /// Reducer override (default average of non-zero).
-    pub reducer: Option<Reducer>,
-}
-
-impl Default for TripletMarginLossConfig {
-    fn default() -> Self {
-        Self {
-            margin: 0.05,
-            swap: false,
-            smooth_loss: false,
-            triplets_per_anchor: TripletsPerAnchor::All,
-            distance: None,
-            reducer: None,
-        }
+dml_config::config! {
+    /// Configuration of the triplet margin loss.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct TripletMarginLossConfig {
+        /// The margin (PML's default).
+        pub margin: f64 = 0.05,
+        /// Use `min(d_an, d_pn)` as the negative distance (PML `swap`).
+        pub swap: bool = false,
+        /// `softplus` instead of the hinge (PML `smooth_loss`).
+        pub smooth_loss: bool = false,
+        /// Triplets per anchor without a miner.
+        pub triplets_per_anchor: TripletsPerAnchor = TripletsPerAnchor::All,
+        /// Distance override (else Euclidean on normalised embeddings).
+        pub distance: Option<Distance> = None,
+        /// Reducer override (else the average of the non-zero terms).
+        pub reducer: Option<Reducer> = None,
     }
 }
 
-impl TripletMarginLossConfig {
-    pub(super) fn validate(&self) -> Result<(), LossError> {
+/// The triplet margin loss on its own.
+pub type TripletMarginLoss = LossModule<TripletMarginLossConfig>;
+
+impl RegisteredLoss for TripletMarginLossConfig {
+    const NAME: &'static str = "triplet_margin";
+    const DEFAULT_DISTANCE: Distance = Distance::euclidean();
+    const DEFAULT_REDUCER: Reducer = Reducer::AvgNonZero;
+    const PAIR_BASED: bool = true;
+    const HOST_EVALUATED: bool = true;
+
+    fn distance(&self) -> Option<&Distance> {
+        self.distance.as_ref()
+    }
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, _distance: &Distance) -> Result<(), LossError> {
         if !self.margin.is_finite() {
             return Err(LossError::Config(format!(
                 "triplet_margin: margin must be finite, got {}",
@@ -110,10 +116,16 @@ impl TripletMarginLossConfig {
         Ok(())
     }
 
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_host(self, ctx, batch, |c, input| (c.host(input), Vec::new()))
+    }
+}
+
+impl TripletMarginLossConfig {
     /// Per-triplet `[margin(d_ap, d_an) + margin]_+` (or its softplus) with `margin(x, y)
     /// = x - y` for a distance and `y - x` for a similarity, evaluated on the host with its
     /// gradient with respect to the matrix.
-    pub(super) fn host(&self, input: &HostInput<'_>) -> HostLoss {
+    fn host(&self, input: &HostInput<'_>) -> HostLoss {
         let n = input.mat.n;
         let m = &input.mat.values;
         let sim = input.mat.is_similarity;

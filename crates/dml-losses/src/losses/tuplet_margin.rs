@@ -1,34 +1,52 @@
 //! Tuplet margin loss (Yu & Tao 2019, Eq. 6; PML `TupletMarginLoss`): per positive pair,
 //! `log(1 + Σ_n e^{s (cos θ_an - cos(θ_ap - β))})`.
 
-use burn::tensor::activation::softplus;
-use serde::{Deserialize, Serialize};
-
-use super::{Computed, PairInput};
+use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs, require_distance};
+use super::{LossModule, LossOutput, RegisteredLoss};
+use crate::distance::Distance;
 use crate::error::LossError;
 use crate::ops::{bool2, gather_pairs, index1, masked_logsumexp};
 use crate::reducer::{Reducer, SubLoss};
 use crate::tuples::pairs_or_all;
+use burn::tensor::activation::softplus;
 
-/// Configuration of the tuplet margin loss (cosine similarity only).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TupletMarginLossConfig {
-    /// The angular margin β in degrees (PML default 5.73).
-    pub margin: f64,
-    /// The scale s (default 64).
-    pub scale: f64,
-    /// Reducer override (default mean over positive pairs).
-    pub reducer: Option<Reducer>,
+dml_config::config! {
+    /// Configuration of the tuplet margin loss (cosine similarity only).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct TupletMarginLossConfig {
+        /// The angular margin β in degrees (PML's default).
+        pub margin: f64 = 5.73,
+        /// The scale s.
+        pub scale: f64 = 64.0,
+        /// Reducer override (else the mean over positive pairs).
+        pub reducer: Option<Reducer> = None,
+    }
 }
 
-impl Default for TupletMarginLossConfig {
-    fn default() -> Self {
-        Self {
-            margin: 5.73,
-            scale: 64.0,
-            reducer: None,
-        }
+/// The tuplet margin loss on its own.
+pub type TupletMarginLoss = LossModule<TupletMarginLossConfig>;
+
+impl RegisteredLoss for TupletMarginLossConfig {
+    const NAME: &'static str = "tuplet_margin";
+    const DEFAULT_DISTANCE: Distance = Distance::cosine();
+    const DEFAULT_REDUCER: Reducer = Reducer::Mean;
+    const PAIR_BASED: bool = true;
+
+    fn reducer(&self) -> Option<&Reducer> {
+        self.reducer.as_ref()
+    }
+
+    fn validate(&self, distance: &Distance) -> Result<(), LossError> {
+        require_distance(
+            Self::NAME,
+            matches!(distance, Distance::Cosine { power } if *power == 1.0),
+            "cosine similarity",
+            distance,
+        )
+    }
+
+    fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        on_pairs(self, ctx, batch, Self::compute)
     }
 }
 
@@ -42,7 +60,7 @@ pub(crate) fn cos_shift<const D: usize>(c: burn::tensor::Tensor<D>, shift: f64) 
 
 impl TupletMarginLossConfig {
     /// Per pair `softplus(L_a - s cos(θ_ap - β))` with `L_a = log Σ_n e^{s cos θ_an}`.
-    pub(super) fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
+    fn compute(&self, input: &PairInput<'_>) -> Result<Computed, LossError> {
         let pairs = pairs_or_all(input.tuples, input.labels);
         if pairs.a1.is_empty() || pairs.a2.is_empty() {
             return Ok(Computed::empty(1));

@@ -1,17 +1,16 @@
 //! Batch-hard mining (Hermans et al. 2017, PML `BatchHardMiner`).
 
-use serde::{Deserialize, Serialize};
-
 use super::MineInput;
 use crate::distance::Distance;
 use crate::tuples::{Triplets, Tuples};
 
-/// Configuration of the batch-hard miner.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BatchHardMinerConfig {
-    /// The distance (default Euclidean on normalised embeddings).
-    pub distance: Option<Distance>,
+dml_config::config! {
+    /// Configuration of the batch-hard miner.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct BatchHardMinerConfig {
+        /// The distance (else Euclidean on normalised embeddings).
+        pub distance: Option<Distance> = None,
+    }
 }
 
 impl BatchHardMinerConfig {

@@ -2,40 +2,29 @@
 //! embedding learning", Sec. 4; PML `DistanceWeightedMiner`).
 
 use rand::SeedableRng;
-use serde::{Deserialize, Serialize};
 
 use super::MineInput;
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::tuples::{Triplets, Tuples};
 
-/// Configuration of the distance-weighted miner.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DistanceWeightedMinerConfig {
-    /// Distances are clamped below at this value before weighting, to bound the variance
-    /// (PML default 0.5).
-    pub cutoff: f64,
-    /// Negatives at this distance or farther get weight 0: they would contribute no loss
-    /// (PML default 1.4).
-    pub nonzero_loss_cutoff: f64,
-    /// The embedding dimension `n` of the density `q(d)`; default: the embeddings'
-    /// dimension. [`crate::MetricLoss::forward_with_matrix`] has no embeddings: set it there
-    /// (otherwise the batch size N stands in for it).
-    pub dim: Option<usize>,
-    /// The distance; must be Euclidean (p = 2, power 1) on normalised embeddings, the
-    /// setting the density of Wu et al. is derived for (the default).
-    pub distance: Option<Distance>,
-}
-
-impl Default for DistanceWeightedMinerConfig {
-    fn default() -> Self {
-        Self {
-            cutoff: 0.5,
-            nonzero_loss_cutoff: 1.4,
-            dim: None,
-            distance: None,
-        }
+dml_config::config! {
+    /// Configuration of the distance-weighted miner.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct DistanceWeightedMinerConfig {
+        /// Distances are clamped below at this value before weighting, to bound the variance
+        /// (PML's default).
+        pub cutoff: f64 = 0.5,
+        /// Negatives at this distance or farther get weight 0: they would contribute no loss
+        /// (PML's default).
+        pub nonzero_loss_cutoff: f64 = 1.4,
+        /// The embedding dimension `n` of the density `q(d)`; without it, the embeddings'
+        /// dimension. [`crate::MetricLoss::forward_with_matrix`] has no embeddings: set it there
+        /// (otherwise the batch size N stands in for it).
+        pub dim: Option<usize> = None,
+        /// The distance; must be Euclidean (p = 2, power 1) on normalised embeddings, the
+        /// setting the density of Wu et al. is derived for (and the one used without it).
+        pub distance: Option<Distance> = None,
     }
 }
 

@@ -1,28 +1,18 @@
 //! Multi-similarity pair mining (Wang et al. 2019, Eq. 5-6; PML `MultiSimilarityMiner`).
 
-use serde::{Deserialize, Serialize};
-
 use super::MineInput;
 use crate::distance::Distance;
 use crate::error::LossError;
 use crate::tuples::{Pairs, Tuples};
 
-/// Configuration of the multi-similarity miner.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MultiSimilarityMinerConfig {
-    /// The slack ε of Eq. 5-6 (PML default 0.1).
-    pub epsilon: f64,
-    /// The distance (default cosine similarity).
-    pub distance: Option<Distance>,
-}
-
-impl Default for MultiSimilarityMinerConfig {
-    fn default() -> Self {
-        Self {
-            epsilon: 0.1,
-            distance: None,
-        }
+dml_config::config! {
+    /// Configuration of the multi-similarity miner.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct MultiSimilarityMinerConfig {
+        /// The slack ε of Eq. 5-6 (PML's default).
+        pub epsilon: f64 = 0.1,
+        /// The distance (else cosine similarity).
+        pub distance: Option<Distance> = None,
     }
 }
 

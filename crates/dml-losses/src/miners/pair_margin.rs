@@ -1,30 +1,19 @@
 //! Pair-margin mining (PML `PairMarginMiner`).
 
-use serde::{Deserialize, Serialize};
-
 use super::MineInput;
 use crate::distance::Distance;
 use crate::tuples::{Pairs, Tuples};
 
-/// Configuration of the pair-margin miner.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PairMarginMinerConfig {
-    /// Positive pairs farther than this are kept (PML default 0.2).
-    pub pos_margin: f64,
-    /// Negative pairs closer than this are kept (PML default 0.8).
-    pub neg_margin: f64,
-    /// The distance (default Euclidean on normalised embeddings).
-    pub distance: Option<Distance>,
-}
-
-impl Default for PairMarginMinerConfig {
-    fn default() -> Self {
-        Self {
-            pos_margin: 0.2,
-            neg_margin: 0.8,
-            distance: None,
-        }
+dml_config::config! {
+    /// Configuration of the pair-margin miner.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct PairMarginMinerConfig {
+        /// Positive pairs farther than this are kept (PML's default).
+        pub pos_margin: f64 = 0.2,
+        /// Negative pairs closer than this are kept (PML's default).
+        pub neg_margin: f64 = 0.8,
+        /// The distance (else Euclidean on normalised embeddings).
+        pub distance: Option<Distance> = None,
     }
 }
 

@@ -1,19 +1,19 @@
 //! Uniformly random triplets.
 
 use rand::SeedableRng;
-use serde::{Deserialize, Serialize};
 
 use super::MineInput;
 use crate::error::LossError;
 use crate::tuples::{Triplets, Tuples};
 
-/// Configuration of the random-triplet miner.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RandomTripletsMinerConfig {
-    /// Triplets per anchor (default: the size of the anchor's class, as PML's
-    /// `get_random_triplet_indices`).
-    pub triplets_per_anchor: Option<usize>,
+dml_config::config! {
+    /// Configuration of the random-triplet miner.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct RandomTripletsMinerConfig {
+        /// Triplets per anchor (without it: the size of the anchor's class, as PML's
+        /// `get_random_triplet_indices`).
+        pub triplets_per_anchor: Option<usize> = None,
+    }
 }
 
 impl RandomTripletsMinerConfig {

@@ -22,25 +22,16 @@ pub enum TripletType {
     Easy,
 }
 
-/// Configuration of the triplet-margin miner.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TripletMarginMinerConfig {
-    /// The margin (PML default 0.2).
-    pub margin: f64,
-    /// Which triplets to keep (default `all`).
-    pub type_of_triplets: TripletType,
-    /// The distance (default Euclidean on normalised embeddings).
-    pub distance: Option<Distance>,
-}
-
-impl Default for TripletMarginMinerConfig {
-    fn default() -> Self {
-        Self {
-            margin: 0.2,
-            type_of_triplets: TripletType::All,
-            distance: None,
-        }
+dml_config::config! {
+    /// Configuration of the triplet-margin miner.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct TripletMarginMinerConfig {
+        /// The margin (PML's default).
+        pub margin: f64 = 0.2,
+        /// Which triplets to keep.
+        pub type_of_triplets: TripletType = TripletType::All,
+        /// The distance (else Euclidean on normalised embeddings).
+        pub distance: Option<Distance> = None,
     }
 }
 

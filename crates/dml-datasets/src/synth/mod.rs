@@ -1,4 +1,5 @@
-//! `cargo xtask synth`: a procedurally rendered image set with known properties.
+//! A procedurally rendered image set with known properties (`cargo xtask synth`, and the
+//! `synth` dataset a training run generates on first use).
 //!
 //! The analogue of the rendered-cars set of Kobs et al. (ICCV 2021, Table 5): every
 //! image shows one of ten shaded 3-D shapes, and every other factor of the image — the
@@ -13,18 +14,17 @@
 //! 5–9 (octahedron, capsule, hexagonal prism, square pyramid, ellipsoid) the `test` split,
 //! a zero-shot DML split.
 //!
-//! Output is a pure function of `(seed, n, size)`: each image's properties come from a
-//! ChaCha8 stream keyed by the seed and the image index, so the images can be rendered
-//! in parallel and still be byte-identical from run to run.
+//! Output is a pure function of [`SynthConfig`] (`seed`, `n`, `size`): each image's
+//! properties come from a ChaCha8 stream keyed by the seed and the image index, so the
+//! images can be rendered in parallel and still be byte-identical from run to run.
 
 mod render;
 mod scene;
 mod shapes;
 mod vec3;
 
-use std::path::PathBuf;
+use std::path::Path;
 
-use anyhow::{Context, bail};
 use dml_data::{Manifest, Record, Split};
 use image::ImageEncoder;
 use rand::SeedableRng;
@@ -33,13 +33,12 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 pub use render::render;
-pub use scene::{ColourLevels, PROPERTIES, Property, SceneParams, hsv_to_rgb, property_names};
+pub use scene::{ColourLevels, PROPERTIES, Property, SceneParams, TILT_DEGREES, hsv_to_rgb, property_names};
 pub use shapes::Shape;
 
-use crate::prepare::Staging;
+use crate::error::{DatasetError, Result};
+use crate::staging::Staging;
 
-/// Default output directory.
-pub const DEFAULT_OUT: &str = "data/synth";
 /// Default number of images.
 pub const DEFAULT_N: usize = 2000;
 /// Default image side in pixels.
@@ -53,35 +52,61 @@ pub const TRAIN_CLASSES: usize = 5;
 /// Every class needs two images for a positive pair in its split.
 pub const MIN_IMAGES_PER_CLASS: usize = 2;
 
-/// Arguments of `cargo xtask synth`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SynthArgs {
-    /// Output directory.
-    #[arg(long, default_value = DEFAULT_OUT)]
-    pub out: PathBuf,
-    /// Number of images.
-    #[arg(long, default_value_t = DEFAULT_N)]
+/// What determines a synthetic set: the same configuration renders the same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SynthConfig {
+    /// Number of images, at least two per class.
     pub n: usize,
-    /// Random seed; the same seed gives byte-identical output.
-    #[arg(long, default_value_t = 0)]
+    /// Random seed of the class assignment and of every image's properties.
     pub seed: u64,
-    /// Image side in pixels.
-    #[arg(long, default_value_t = DEFAULT_SIZE)]
+    /// Image side in pixels, in `MIN_SIZE..=MAX_SIZE`.
     pub size: u32,
-    /// Replace an existing output directory.
-    #[arg(long)]
-    pub force: bool,
 }
 
-impl Default for SynthArgs {
+impl Default for SynthConfig {
+    /// [`DEFAULT_N`] images of [`DEFAULT_SIZE`] pixels with seed 0, the set of
+    /// `cargo xtask synth` without flags.
     fn default() -> Self {
         Self {
-            out: PathBuf::from(DEFAULT_OUT),
             n: DEFAULT_N,
             seed: 0,
             size: DEFAULT_SIZE,
-            force: false,
         }
+    }
+}
+
+impl SynthConfig {
+    /// Checks the settings before anything is written.
+    pub fn validate(&self) -> Result<()> {
+        let min_n = Shape::ALL.len() * MIN_IMAGES_PER_CLASS;
+        if self.n < min_n {
+            return Err(DatasetError::InvalidSetting {
+                setting: "n",
+                value: self.n.to_string(),
+                reason: format!(
+                    "need at least {min_n} images ({MIN_IMAGES_PER_CLASS} per class for each of the {} classes), \
+                     since every class needs a positive pair in its split",
+                    Shape::ALL.len()
+                ),
+            });
+        }
+        // Image indices go into the keyed generators as `u64` and into file names; the
+        // bound keeps a typo from asking for billions of files.
+        if u32::try_from(self.n).is_err() {
+            return Err(DatasetError::InvalidSetting {
+                setting: "n",
+                value: self.n.to_string(),
+                reason: format!("too large (at most {})", u32::MAX),
+            });
+        }
+        if !(MIN_SIZE..=MAX_SIZE).contains(&self.size) {
+            return Err(DatasetError::InvalidSetting {
+                setting: "size",
+                value: self.size.to_string(),
+                reason: format!("out of range ({MIN_SIZE}..={MAX_SIZE} pixels)"),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -98,26 +123,6 @@ fn keyed_rng(seed: u64, stream: u64, index: u64) -> ChaCha8Rng {
     key[8..16].copy_from_slice(&stream.to_le_bytes());
     key[16..24].copy_from_slice(&index.to_le_bytes());
     ChaCha8Rng::from_seed(key)
-}
-
-/// Checks the arguments before anything is written.
-fn check_args(args: &SynthArgs) -> anyhow::Result<()> {
-    let min_n = Shape::ALL.len() * MIN_IMAGES_PER_CLASS;
-    if args.n < min_n {
-        bail!(
-            "--n {}: need at least {min_n} images ({MIN_IMAGES_PER_CLASS} per class for each of the {} classes), \
-             since every class needs a positive pair in its split",
-            args.n,
-            Shape::ALL.len()
-        );
-    }
-    if u32::try_from(args.n).is_err() {
-        bail!("--n {} is too large (at most {})", args.n, u32::MAX);
-    }
-    if !(MIN_SIZE..=MAX_SIZE).contains(&args.size) {
-        bail!("--size {} is out of range ({MIN_SIZE}..={MAX_SIZE} pixels)", args.size);
-    }
-    Ok(())
 }
 
 /// The parameters of every image of a dataset, in image order.
@@ -143,29 +148,30 @@ fn image_path(index: usize) -> String {
     format!("images/{index:06}.png")
 }
 
-/// Renders the dataset into `args.out` and returns its manifest.
+/// Renders the set of `config` into `out` and returns its manifest. An existing `out` is
+/// replaced when `force` is true and refused otherwise.
 ///
 /// Everything is written into a staging directory that is moved into place only after
 /// every image was written and the manifest validated, so a failure leaves no output.
-pub fn run(args: &SynthArgs) -> anyhow::Result<Manifest> {
-    check_args(args)?;
-    let staging = Staging::new(&args.out, args.force)?;
+pub fn generate(config: &SynthConfig, out: &Path, force: bool) -> Result<Manifest> {
+    config.validate()?;
+    let staging = Staging::new(out, force)?;
     let images = staging.dir().join("images");
-    std::fs::create_dir_all(&images).with_context(|| format!("cannot create {}", images.display()))?;
+    std::fs::create_dir_all(&images).map_err(|e| DatasetError::io("create", &images, e))?;
 
-    let params = plan(args.seed, args.n);
-    params
-        .par_iter()
-        .enumerate()
-        .try_for_each(|(i, p)| -> anyhow::Result<()> {
-            let image = render(p, args.size);
-            let mut png = Vec::new();
-            image::codecs::png::PngEncoder::new(&mut png)
-                .write_image(image.as_raw(), args.size, args.size, image::ExtendedColorType::Rgb8)
-                .with_context(|| format!("cannot encode image {i}"))?;
-            let path = staging.dir().join(image_path(i));
-            std::fs::write(&path, png).with_context(|| format!("cannot write {}", path.display()))
-        })?;
+    let params = plan(config.seed, config.n);
+    params.par_iter().enumerate().try_for_each(|(i, p)| -> Result<()> {
+        let path = staging.dir().join(image_path(i));
+        let image = render(p, config.size);
+        let mut png = Vec::new();
+        image::codecs::png::PngEncoder::new(&mut png)
+            .write_image(image.as_raw(), config.size, config.size, image::ExtendedColorType::Rgb8)
+            .map_err(|error| DatasetError::Image {
+                path: path.clone(),
+                error,
+            })?;
+        std::fs::write(&path, png).map_err(|e| DatasetError::io("write", &path, e))
+    })?;
 
     let mut manifest = Manifest::new(staging.dir(), property_names());
     manifest.records = params
@@ -201,5 +207,22 @@ mod tests {
             counts[p.shape.class_id() as usize] += 1;
         }
         assert!(counts.iter().all(|&c| c == 5 || c == 6), "{counts:?}");
+    }
+
+    #[test]
+    fn settings_out_of_range_are_named() {
+        let too_few = SynthConfig {
+            n: 3,
+            ..SynthConfig::default()
+        };
+        let e = too_few.validate().unwrap_err().to_string();
+        assert!(e.starts_with("n = 3:") && e.contains("need at least 20 images"), "{e}");
+        let tiny = SynthConfig {
+            size: 4,
+            ..SynthConfig::default()
+        };
+        let e = tiny.validate().unwrap_err().to_string();
+        assert!(e.starts_with("size = 4:") && e.contains("16..=2048"), "{e}");
+        SynthConfig::default().validate().unwrap();
     }
 }
