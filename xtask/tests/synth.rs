@@ -2,12 +2,12 @@
 //! run to run and to what the `dml-datasets` library (which a training run calls on first
 //! use) writes for the same settings. The renderer itself is tested in `dml-datasets`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use dml_data::Manifest;
 use dml_datasets::synth::{SynthConfig, generate};
+use dml_testkit::read_tree;
 
 /// A fresh directory under the system temp dir, deleted when dropped, so that tests
 /// running in parallel (and repeated runs) never see each other's output.
@@ -32,28 +32,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// Every file under `dir` (relative path → bytes), in sorted order.
-fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("readable dir") {
-            let path = entry.expect("dir entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(dir)
-                    .expect("inside dir")
-                    .to_string_lossy()
-                    .into_owned();
-                files.insert(rel, std::fs::read(&path).expect("readable file"));
-            }
-        }
-    }
-    files
 }
 
 /// Runs `cargo xtask synth` in-process with the given flags.

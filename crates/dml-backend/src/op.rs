@@ -113,6 +113,11 @@ pub trait HostOp: Debug + Send + Sync + 'static {
     /// `wanted[i]` says whether input `i` is tracked. Returns one entry per input, `None` where
     /// no gradient is wanted (or the input is a constant of the operation); each `Some` has its
     /// input's shape.
+    ///
+    /// An input that is tracked by autodiff must get its gradient (a `None` for it leaves its
+    /// node without one, and Burn's backward pass then fails): give constants either as state of
+    /// the operation or as untracked tensors (`set_require_grad(false)`; `detach()` keeps the
+    /// tensor marked as requiring a gradient).
     fn backward(&self, grad: OpTensor, inputs: &[OpTensor], wanted: &[bool]) -> Vec<Option<OpTensor>>;
 
     /// Whether the backward pass reads the inputs (they are then kept alive until it runs).

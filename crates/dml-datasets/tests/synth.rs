@@ -8,6 +8,7 @@ use std::path::Path;
 
 use dml_data::{Manifest, Split};
 use dml_datasets::synth::{SynthConfig, generate};
+use dml_testkit::read_tree;
 
 /// The property columns and their level counts that the spec promises, in manifest order.
 const EXPECTED_PROPERTIES: [(&str, u32); 10] = [
@@ -39,28 +40,6 @@ const CLASS_NAMES: [&str; 10] = [
 /// Renders `n` images of `size` pixels with `seed` into `out`, refusing an existing `out`.
 fn run(out: &Path, n: usize, seed: u64, size: u32) -> dml_datasets::Result<Manifest> {
     generate(&SynthConfig { n, seed, size }, out, false)
-}
-
-/// Every file under `dir` (relative path → bytes), in sorted order.
-fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("readable dir") {
-            let path = entry.expect("dir entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(dir)
-                    .expect("inside dir")
-                    .to_string_lossy()
-                    .into_owned();
-                files.insert(rel, std::fs::read(&path).expect("readable file"));
-            }
-        }
-    }
-    files
 }
 
 /// Names of leftover staging directories next to an output directory.
