@@ -272,6 +272,32 @@ impl Report {
     }
 }
 
+/// Every file under `dir` (path relative to `dir` → bytes), in sorted order: two generated
+/// trees compare equal exactly when they hold the same files with the same bytes.
+///
+/// # Panics
+/// When the directory or a file in it cannot be read (a test's own output).
+pub fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("readable dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path
+                    .strip_prefix(dir)
+                    .expect("inside dir")
+                    .to_string_lossy()
+                    .into_owned();
+                files.insert(rel, std::fs::read(&path).expect("readable file"));
+            }
+        }
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,30 +323,4 @@ mod tests {
         let scalar = Array::from_json(&serde_json::json!(2.5), "s").unwrap();
         assert!(scalar.shape.is_empty() && scalar.data == vec![2.5]);
     }
-}
-
-/// Every file under `dir` (path relative to `dir` → bytes), in sorted order: two generated
-/// trees compare equal exactly when they hold the same files with the same bytes.
-///
-/// # Panics
-/// When the directory or a file in it cannot be read (a test's own output).
-pub fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("readable dir") {
-            let path = entry.expect("dir entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(dir)
-                    .expect("inside dir")
-                    .to_string_lossy()
-                    .into_owned();
-                files.insert(rel, std::fs::read(&path).expect("readable file"));
-            }
-        }
-    }
-    files
 }
