@@ -71,6 +71,25 @@ fn flex_f32s(kind: &DispatchTensorKind) -> Option<&[f32]> {
     }
 }
 
+/// The index of the first NaN or infinity in `values`, if any.
+///
+/// A value is NaN or infinite exactly when its exponent bits are all ones. The first pass ORs
+/// that test over the whole slice without an early exit, so it compiles to vector code (a
+/// `position(|v| !v.is_finite())` scan cannot be vectorised and cost about 5% of a loss's
+/// forward and backward pass on a `[180, 512]` batch); only a slice that holds such a value is
+/// scanned again for its position.
+pub fn first_non_finite(values: &[f32]) -> Option<usize> {
+    const EXPONENT: u32 = 0x7f80_0000;
+    let any = values
+        .iter()
+        .fold(false, |any, v| any | (v.to_bits() & EXPONENT == EXPONENT));
+    if any {
+        values.iter().position(|v| !v.is_finite())
+    } else {
+        None
+    }
+}
+
 /// Reads a tensor back to the host as `f64` values (row-major), detached from any graph.
 ///
 /// `f32` and `f64` data take typed fast paths (Burn's generic element iterator is several times
@@ -138,6 +157,21 @@ mod tests {
                 let want: Vec<f32> = values.iter().map(|&v| v as f32).collect();
                 assert_eq!(seen, want, "{device:?} {dtype:?}");
             }
+        }
+    }
+
+    #[test]
+    fn the_first_non_finite_value_is_found_wherever_it_is() {
+        let mut values: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5 - 7.0).collect();
+        values.push(f32::MAX);
+        values.push(-f32::MAX);
+        assert_eq!(first_non_finite(&values), None);
+        assert_eq!(first_non_finite(&[]), None);
+        for (at, bad) in [(0, f32::NAN), (517, f32::INFINITY), (1001, f32::NEG_INFINITY)] {
+            let mut v = values.clone();
+            v[at] = bad;
+            v.push(f32::NAN);
+            assert_eq!(first_non_finite(&v), Some(at), "{bad} at {at}");
         }
     }
 

@@ -469,10 +469,7 @@ pub(crate) fn check_finite(x: &Tensor<2>, what: &str) -> Result<(), LossError> {
     let [_, d] = x.dims();
     let first = if x.dtype() == DType::F32 {
         dml_backend::host::with_f32s(&x.clone().into_dispatch(), |values| {
-            values
-                .iter()
-                .position(|v| !v.is_finite())
-                .map(|i| (i, f64::from(values[i])))
+            dml_backend::host::first_non_finite(values).map(|i| (i, f64::from(values[i])))
         })
     } else {
         // One reduction decides the common case; only a non-finite sum triggers the row scan
