@@ -1,6 +1,7 @@
 //! The `xtask` binary on bad input: a clear error naming the input, a non-zero exit
 //! status, and no output directory left behind.
 
+use dml_testkit::mini_fashion_mnist;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -27,34 +28,6 @@ fn leftovers(dir: &Path) -> Vec<String> {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect()
-}
-
-/// Writes a gzipped IDX file.
-fn write_idx_gz(path: &Path, magic: u32, dims: &[u32], data: &[u8]) {
-    use std::io::Write;
-    let mut raw = magic.to_be_bytes().to_vec();
-    for d in dims {
-        raw.extend(d.to_be_bytes());
-    }
-    raw.extend(data);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&raw).unwrap();
-    std::fs::write(path, gz.finish().unwrap()).unwrap();
-}
-
-/// A miniature Fashion-MNIST: `n` images per part, labels cycling through 0–9.
-fn mini_fashion_mnist(src: &Path, n: u32) {
-    for part in ["train", "t10k"] {
-        let pixels: Vec<u8> = (0..n * 784).map(|i| (i % 251) as u8).collect();
-        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
-        write_idx_gz(
-            &src.join(format!("{part}-images-idx3-ubyte.gz")),
-            0x0803,
-            &[n, 28, 28],
-            &pixels,
-        );
-        write_idx_gz(&src.join(format!("{part}-labels-idx1-ubyte.gz")), 0x0801, &[n], &labels);
-    }
 }
 
 #[test]

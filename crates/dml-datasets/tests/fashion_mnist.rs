@@ -2,40 +2,12 @@
 //! split by class, held-out validation classes, exact pixels, the official-count check,
 //! and errors that name the file at fault without leaving any output behind.
 
-use std::io::Write;
 use std::path::Path;
 
 use dml_data::{Manifest, Split};
 use dml_datasets::fashion_mnist::{CLASS_NAMES, OFFICIAL_COUNTS, prepare};
 use dml_datasets::{DatasetError, PrepareOptions};
-
-/// Writes a gzipped IDX file.
-fn write_idx_gz(path: &Path, magic: u32, dims: &[u32], data: &[u8]) {
-    let mut raw = magic.to_be_bytes().to_vec();
-    for d in dims {
-        raw.extend(d.to_be_bytes());
-    }
-    raw.extend(data);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&raw).unwrap();
-    std::fs::write(path, gz.finish().unwrap()).unwrap();
-}
-
-/// A miniature Fashion-MNIST: `n` images per part, labels cycling through 0–9.
-fn mini_fashion_mnist(src: &Path, n: u32) {
-    std::fs::create_dir_all(src).unwrap();
-    for part in ["train", "t10k"] {
-        let pixels: Vec<u8> = (0..n * 784).map(|i| (i % 251) as u8).collect();
-        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
-        write_idx_gz(
-            &src.join(format!("{part}-images-idx3-ubyte.gz")),
-            0x0803,
-            &[n, 28, 28],
-            &pixels,
-        );
-        write_idx_gz(&src.join(format!("{part}-labels-idx1-ubyte.gz")), 0x0801, &[n], &labels);
-    }
-}
+use dml_testkit::{mini_fashion_mnist, write_idx_gz};
 
 /// The names in `dir`, sorted.
 fn entries(dir: &Path) -> Vec<String> {

@@ -298,6 +298,43 @@ pub fn read_tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     files
 }
 
+/// Writes a gzipped IDX file (the format of MNIST and Fashion-MNIST): the big-endian `magic`
+/// and dimensions, then `data`.
+///
+/// # Panics
+/// When the file cannot be written (a test's own output).
+pub fn write_idx_gz(path: &Path, magic: u32, dims: &[u32], data: &[u8]) {
+    use std::io::Write as _;
+    let mut raw = magic.to_be_bytes().to_vec();
+    for d in dims {
+        raw.extend(d.to_be_bytes());
+    }
+    raw.extend(data);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&raw).unwrap();
+    std::fs::write(path, gz.finish().unwrap()).unwrap();
+}
+
+/// A miniature Fashion-MNIST in `src` in the official layout: `n` 28 × 28 images per part
+/// (`train`, `t10k`), labels cycling through 0–9.
+///
+/// # Panics
+/// When the files cannot be written (a test's own output).
+pub fn mini_fashion_mnist(src: &Path, n: u32) {
+    std::fs::create_dir_all(src).unwrap();
+    for part in ["train", "t10k"] {
+        let pixels: Vec<u8> = (0..n * 784).map(|i| (i % 251) as u8).collect();
+        let labels: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
+        write_idx_gz(
+            &src.join(format!("{part}-images-idx3-ubyte.gz")),
+            0x0803,
+            &[n, 28, 28],
+            &pixels,
+        );
+        write_idx_gz(&src.join(format!("{part}-labels-idx1-ubyte.gz")), 0x0801, &[n], &labels);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
