@@ -8,6 +8,7 @@
 
 use burn::module::Param;
 use burn::tensor::{DType, Tensor};
+use dml_backend::host::{first_non_finite, with_f32s};
 use dml_backend::{float_tensor, is_cpu_device, read_f64s};
 
 use super::{LossOutput, RegisteredLoss};
@@ -194,14 +195,7 @@ pub(crate) fn on_pairs<C: RegisteredLoss>(
                         is_similarity,
                     }
                 };
-                // Without embeddings the dimension is unknown: the distance-weighted miner uses
-                // its configured `dim`, else N.
-                mi.mine_matrix(&MineInput {
-                    matrix: &hm,
-                    labels,
-                    dim: n.max(2),
-                    seed,
-                })
+                mine_given_matrix(mi, &hm, labels, seed)
             });
             (matrix, is_similarity, zero, tuples)
         }
@@ -245,17 +239,8 @@ pub(crate) fn on_host<C: RegisteredLoss>(
         BatchData::Matrix { matrix, is_similarity } => {
             let n = labels.len();
             let hm = HostMatrix::from_tensor(matrix.clone(), is_similarity);
-            check_host_values(hm.values.iter().copied(), n, "matrix")?;
-            let tuples = miner.map(|mi| {
-                // Without embeddings the dimension is unknown: the distance-weighted miner uses
-                // its configured `dim`, else N.
-                mi.mine_matrix(&MineInput {
-                    matrix: &hm,
-                    labels,
-                    dim: n.max(2),
-                    seed,
-                })
-            });
+            check_host_values(&hm.values, n, "matrix")?;
+            let tuples = miner.map(|mi| mine_given_matrix(mi, &hm, labels, seed));
             let (hl, beta_grad) = evaluate(config, &host_input(ctx, &hm, labels, tuples.as_ref(), seed));
             let grad = float_tensor(hl.grad.clone(), [n, n], &matrix.device(), matrix.dtype());
             return Ok(attach_all(ctx, matrix, grad, &hl, beta_grad));
@@ -274,10 +259,9 @@ pub(crate) fn on_host<C: RegisteredLoss>(
             let operand = GramOperand::new(&embeddings);
             let raw = operand.gram();
             // The diagonal holds the squared norms: a non-finite one names the row at fault.
-            check_host_values((0..n).map(|i| raw[i * n + i]), 1, "embeddings (squared norm)")?;
-            let norms: Vec<Norm> = (0..n)
-                .map(|i| Norm::new(raw[i * n + i], distance.normalizes()))
-                .collect();
+            let squares: Vec<f64> = (0..n).map(|i| raw[i * n + i]).collect();
+            check_host_values(&squares, 1, "embeddings (squared norm)")?;
+            let norms: Vec<Norm> = squares.iter().map(|&q| Norm::new(q, distance.normalizes())).collect();
             let s_host = normalize_product(&raw, &norms, &norms);
             Some((map, operand, norms, s_host))
         }
@@ -287,7 +271,7 @@ pub(crate) fn on_host<C: RegisteredLoss>(
         None => {
             let mat = distance.self_matrix(embeddings.clone());
             let values = read_f64s(mat.clone());
-            check_host_values(values.iter().copied(), n, "distance matrix")?;
+            check_host_values(&values, n, "distance matrix")?;
             (values, Some(mat))
         }
     };
@@ -419,6 +403,17 @@ fn mine_for(
     }))
 }
 
+/// Mines on a matrix given instead of embeddings. Without embeddings their dimension is
+/// unknown: the distance-weighted miner uses its configured `dim`, else N.
+fn mine_given_matrix(miner: &Miner, matrix: &HostMatrix, labels: &[u32], seed: u64) -> Tuples {
+    miner.mine_matrix(&MineInput {
+        matrix,
+        labels,
+        dim: matrix.n.max(2),
+        seed,
+    })
+}
+
 /// The loss value attached to `graph` with its gradient `grad` (same shape), and to β
 /// with `beta_grad` when β is learnable.
 fn attach_all(ctx: &Context<'_>, graph: Tensor<2>, grad: Tensor<2>, hl: &HostLoss, beta_grad: Vec<f64>) -> LossOutput {
@@ -467,39 +462,24 @@ pub(crate) fn check_finite(x: &Tensor<2>, what: &str) -> Result<(), LossError> {
         return Ok(());
     }
     let [_, d] = x.dims();
-    let first = if x.dtype() == DType::F32 {
-        dml_backend::host::with_f32s(&x.clone().into_dispatch(), |values| {
-            dml_backend::host::first_non_finite(values).map(|i| (i, f64::from(values[i])))
+    if x.dtype() == DType::F32 {
+        with_f32s(&x.clone().into_dispatch(), |values| {
+            non_finite_error(first_non_finite(values).map(|i| (i, f64::from(values[i]))), d, what)
         })
     } else {
-        // One reduction decides the common case; only a non-finite sum triggers the row scan
-        // (which also tolerates a sum that merely overflowed).
-        let total = read_f64s(x.clone().sum());
-        if total.first().is_some_and(|t| t.is_finite()) {
-            None
-        } else {
-            let values = read_f64s(x.clone());
-            values.iter().position(|v| !v.is_finite()).map(|i| (i, values[i]))
-        }
-    };
-    match first {
-        Some((i, value)) => Err(LossError::NonFinite {
-            what: what.to_string(),
-            row: i / d.max(1),
-            value,
-        }),
-        None => Ok(()),
+        check_host_values(&read_f64s(x.clone()), d, what)
     }
 }
 
 /// Rejects non-finite values that a loss has read to the host anyway (row-major, `cols` per
 /// row), on every device: the check costs no transfer.
-pub(crate) fn check_host_values(
-    values: impl IntoIterator<Item = f64>,
-    cols: usize,
-    what: &str,
-) -> Result<(), LossError> {
-    match values.into_iter().enumerate().find(|(_, v)| !v.is_finite()) {
+pub(crate) fn check_host_values(values: &[f64], cols: usize, what: &str) -> Result<(), LossError> {
+    non_finite_error(first_non_finite(values).map(|i| (i, values[i])), cols, what)
+}
+
+/// The error naming the row (`cols` values per row) of the first non-finite value, if any.
+fn non_finite_error(first: Option<(usize, f64)>, cols: usize, what: &str) -> Result<(), LossError> {
+    match first {
         Some((i, value)) => Err(LossError::NonFinite {
             what: what.to_string(),
             row: i / cols.max(1),

@@ -101,7 +101,7 @@ impl RegisteredLoss for ProxyAnchorLossConfig {
         let mat = distance.matrix(embeddings, proxies);
         let [_, classes] = mat.dims();
         let values = read_f64s(mat.clone());
-        check_host_values(values.iter().copied(), classes, "distance matrix")?;
+        check_host_values(&values, classes, "distance matrix")?;
         let hl = self.host(&values, classes, sim, labels, tuples.as_ref(), ctx.reducer());
         Ok(LossOutput {
             loss: attach(mat, hl.grad, hl.value),
@@ -269,7 +269,7 @@ impl ProxyAnchorGram<'_> {
         let (xd, pd) = (embeddings.clone().detach(), proxies.clone().detach());
         let norms = |m: &Tensor<2>, what: &str| -> Result<Vec<Norm>, LossError> {
             let squares = read_f64s(m.clone().square().sum_dim(1));
-            check_host_values(squares.iter().copied(), 1, what)?;
+            check_host_values(&squares, 1, what)?;
             Ok(squares.into_iter().map(|q| Norm::new(q, self.normalize)).collect())
         };
         let (xn, pn) = (
