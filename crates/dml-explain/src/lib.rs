@@ -1,6 +1,19 @@
-//! Explanations of similarity: Grad-CAM similarity attention, SmoothGrad saliency and
-//! its comparison, NR-Precision, the AVSL attribution graph, and rendering.
+//! Explanations of similarity: Grad-CAM similarity attention and the similarity-mining loss
+//! (Zheng et al.), with the steps that turn an attention map into an image-sized one.
 //!
 //! This crate is the explanation layer of the workspace (see `ARCHITECTURE.md` at the
-//! repository root: it sits on `dml-models`, `dml-losses` and `dml-ot`); its components arrive
-//! with the explanation issues and deliberately expose nothing until they are real.
+//! repository root: it sits on `dml-models`, `dml-losses` and `dml-ot`). Every method takes an
+//! [`dml_models::EmbeddingModel`] and returns maps as tensors.
+#![warn(missing_docs)]
+
+pub mod attention;
+mod error;
+
+pub use attention::cam::cam;
+pub use attention::closed_form::{head_alpha, head_gradient, stage_alpha};
+pub use attention::grad_cam::{AlphaMethod, SimilarityAttention, similarity_attention};
+pub use attention::mining::{MiningOutput, MiningTuples, SimilarityMining, SimilarityMiningConfig, soft_mask};
+pub use attention::normalize::min_max_normalize;
+pub use attention::tuple::{TupleKind, weight_vectors};
+pub use attention::upsample::{interpolation_matrix, upsample_bilinear};
+pub use error::ExplainError;

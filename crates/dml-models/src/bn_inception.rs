@@ -391,6 +391,43 @@ impl BnInception {
         }
     }
 
+    /// The names of the stages [`BnInception::forward_features`] returns, in order.
+    pub const STAGE_NAMES: [&'static str; 5] = ["pool1", "pool2", "inception_3b", "inception_4d", "inception_5b"];
+
+    /// Runs the stages after `stage` on `map`, the output of stage `stage` (see the table of
+    /// [`Self::forward_features`]), and returns `inception_5b` (`map` itself when `stage` is the
+    /// last), for Grad-CAM at an inner stage.
+    ///
+    /// # Panics
+    /// When `stage` is not below [`Self::STAGE_NAMES`]`.len()`.
+    pub fn forward_from(&self, stage: usize, map: Tensor<4>) -> Tensor<4> {
+        assert!(stage < Self::STAGE_NAMES.len(), "BN-Inception has no stage {stage}");
+        let run = |x: Tensor<4>, modules: &[&Inception]| modules.iter().fold(x, |x, m| m.forward(x));
+        let mut x = map;
+        if stage < 1 {
+            x = max_pool_3x3_s2_ceil(self.conv2_3x3.forward(self.conv2_3x3_reduce.forward(x)));
+        }
+        if stage < 2 {
+            x = run(x, &[&self.inception_3a, &self.inception_3b]);
+        }
+        if stage < 3 {
+            x = run(
+                x,
+                &[
+                    &self.inception_3c,
+                    &self.inception_4a,
+                    &self.inception_4b,
+                    &self.inception_4c,
+                    &self.inception_4d,
+                ],
+            );
+        }
+        if stage < 4 {
+            x = run(x, &[&self.inception_4e, &self.inception_5a, &self.inception_5b]);
+        }
+        x
+    }
+
     /// Classifier logits `[B, num_classes]`: global average pooling of `inception_5b` (what
     /// Cadene's 7×7 average pool computes for a 224² input), then `last_linear`; `None` for a
     /// headless backbone.

@@ -1,6 +1,6 @@
 //! Embedding heads: pooling of the last feature map → linear → optional L2 normalisation.
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
 
@@ -60,6 +60,61 @@ pub struct EmbeddingHead {
 }
 
 impl EmbeddingHead {
+    /// A head with the given projection: `weight` `[D, C]` in PyTorch's `nn.Linear` layout
+    /// (`e = W u + b`) and `bias` `[D]`, for weights that come from elsewhere (a PyTorch head,
+    /// an oracle case). A weight and bias of different `D` are an error naming both shapes.
+    pub fn from_weights(
+        weight: Tensor<2>,
+        bias: Tensor<1>,
+        pooling: Pooling,
+        normalize: bool,
+    ) -> Result<Self, ModelError> {
+        let [d, c] = weight.dims();
+        let [db] = bias.dims();
+        if d != db || d == 0 || c == 0 {
+            return Err(ModelError::Config(format!(
+                "embedding head weight [{d}, {c}] and bias [{db}] do not fit (want [D, C] and [D])"
+            )));
+        }
+        let device = weight.device();
+        let mut linear = LinearConfig::new(c, d).init(&device);
+        // Burn stores a linear layer's weight as [in, out], the transpose of PyTorch's.
+        linear.weight = Param::from_tensor(weight.transpose());
+        linear.bias = Some(Param::from_tensor(bias));
+        Ok(Self {
+            linear,
+            pooling,
+            normalize,
+        })
+    }
+
+    /// The pooling of the last feature map.
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    /// Whether the embeddings are L2-normalised.
+    pub fn normalizes(&self) -> bool {
+        self.normalize
+    }
+
+    /// The projection's weight `[C, D]` (Burn's `[in, out]` layout: `e = u W + b`), on the
+    /// autodiff graph, for closed forms of gradients through the head.
+    pub fn weight(&self) -> Tensor<2> {
+        self.linear.weight.val()
+    }
+
+    /// The projection's bias `[D]`, if any.
+    pub fn bias(&self) -> Option<Tensor<1>> {
+        self.linear.bias.as_ref().map(|b| b.val())
+    }
+
+    /// The pooled, projected features before the optional normalisation: `pool(features) W + b`
+    /// `[B, D]` for `features` `[B, C, H, W]`.
+    pub fn project(&self, features: Tensor<4>) -> Tensor<2> {
+        self.linear.forward(self.pool(features))
+    }
+
     /// `[B, C, H, W]` → `[B, C]` by the configured pooling.
     pub fn pool(&self, features: Tensor<4>) -> Tensor<2> {
         let avg = || features.clone().mean_dim(3).mean_dim(2).flatten::<2>(1, 3);
@@ -83,7 +138,7 @@ impl EmbeddingHead {
     /// `[B, C, H, W]` → embeddings `[B, D]`, unit-norm rows when normalising (a zero row
     /// stays zero instead of becoming NaN).
     pub fn forward(&self, features: Tensor<4>) -> Tensor<2> {
-        let x = self.linear.forward(self.pool(features));
+        let x = self.project(features);
         if self.normalize {
             let norm = x.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
             x / norm

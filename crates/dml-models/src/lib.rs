@@ -19,6 +19,7 @@ mod host_conv_bn;
 mod host_pool;
 mod model;
 mod resnet;
+mod resnet_vjp;
 mod small_cnn;
 #[cfg(test)]
 mod test_support;

@@ -91,6 +91,59 @@ impl Backbone {
         }
     }
 
+    /// The names of the stages [`Backbone::forward_features`] returns, in order (e.g.
+    /// `stem`, `layer1` … `layer4` for a ResNet).
+    pub fn stage_names(&self) -> &'static [&'static str] {
+        match self {
+            Self::SmallCnn(_) => &SmallCnn::STAGE_NAMES,
+            Self::ResNet(_) => &ResNet::STAGE_NAMES,
+            Self::BnInception(_) => &BnInception::STAGE_NAMES,
+        }
+    }
+
+    /// The index of the stage called `name` in [`Backbone::forward_features`]; an unknown name
+    /// is an error listing the backbone's stages.
+    pub fn stage_index(&self, name: &str) -> Result<usize, ModelError> {
+        let names = self.stage_names();
+        names
+            .iter()
+            .position(|n| *n == name)
+            .ok_or_else(|| ModelError::Config(format!("unknown stage {name:?}; this backbone's stages are {names:?}")))
+    }
+
+    /// Runs the stages after `stage` on `map` (that stage's output `[B, C_s, H_s, W_s]`) and
+    /// returns the last stage's map, which the embedding head pools. With
+    /// `forward_from(s, forward_features(x).stages[s])` equal to `forward_features(x).last()`,
+    /// an explanation can detach an inner map, track its gradient and run the rest of the
+    /// network (Grad-CAM at any stage).
+    ///
+    /// # Panics
+    /// When `stage` is not a stage of this backbone (see [`Backbone::stage_index`]).
+    pub fn forward_from(&self, stage: usize, map: Tensor<4>) -> Tensor<4> {
+        match self {
+            Self::SmallCnn(m) => m.forward_from(stage, map),
+            Self::ResNet(m) => m.forward_from(stage, map),
+            Self::BnInception(m) => m.forward_from(stage, map),
+        }
+    }
+
+    /// The gradient of a function of the last stage with respect to the map of stage `stage`,
+    /// as differentiable tensor operations in eval mode (see [`ResNet::backward_from`]): `map` is
+    /// that stage's output, `grad` the function's gradient at the last stage. ResNets only; the
+    /// last stage itself returns `grad`.
+    pub fn backward_from(&self, stage: usize, map: Tensor<4>, grad: Tensor<4>) -> Result<Tensor<4>, ModelError> {
+        if stage + 1 == self.stage_names().len() {
+            return Ok(grad);
+        }
+        match self {
+            Self::ResNet(m) => m.backward_from(stage, map, grad),
+            _ => Err(ModelError::Config(format!(
+                "a differentiable gradient at the inner stage {:?} exists for ResNet backbones only",
+                self.stage_names().get(stage).copied().unwrap_or("?")
+            ))),
+        }
+    }
+
     /// Freezes every batch-norm layer (see [`ResNet::freeze_batchnorm`]).
     pub fn freeze_batchnorm(self) -> Self {
         match self {

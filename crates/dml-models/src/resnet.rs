@@ -129,21 +129,21 @@ fn conv(inp: usize, out: usize, kernel: usize, stride: usize, pad: usize, device
 /// The 1×1 strided projection of a block's shortcut (torchvision's `downsample.0/1`).
 #[derive(Module, Debug)]
 pub struct Downsample {
-    conv: Conv2d,
-    bn: BatchNorm,
+    pub(crate) conv: Conv2d,
+    pub(crate) bn: BatchNorm,
 }
 
 /// A residual block. A basic block has no `conv3`/`bn3`; a bottleneck has both. The
 /// field names are torchvision's, so state-dict keys map one to one.
 #[derive(Module, Debug)]
 pub struct Block {
-    conv1: Conv2d,
-    bn1: BatchNorm,
-    conv2: Conv2d,
-    bn2: BatchNorm,
-    conv3: Option<Conv2d>,
-    bn3: Option<BatchNorm>,
-    downsample: Option<Downsample>,
+    pub(crate) conv1: Conv2d,
+    pub(crate) bn1: BatchNorm,
+    pub(crate) conv2: Conv2d,
+    pub(crate) bn2: BatchNorm,
+    pub(crate) conv3: Option<Conv2d>,
+    pub(crate) bn3: Option<BatchNorm>,
+    pub(crate) downsample: Option<Downsample>,
 }
 
 impl Block {
@@ -213,10 +213,10 @@ pub struct ResNet {
     conv1: Conv2d,
     bn1: BatchNorm,
     maxpool: MaxPool2d,
-    layer1: Vec<Block>,
-    layer2: Vec<Block>,
-    layer3: Vec<Block>,
-    layer4: Vec<Block>,
+    pub(crate) layer1: Vec<Block>,
+    pub(crate) layer2: Vec<Block>,
+    pub(crate) layer3: Vec<Block>,
+    pub(crate) layer4: Vec<Block>,
     fc: Option<Linear>,
 }
 
@@ -250,6 +250,24 @@ impl ResNet {
             stages.push(x);
         }
         FeatureMaps { stages }
+    }
+
+    /// The names of the stages [`ResNet::forward_features`] returns, in order.
+    pub const STAGE_NAMES: [&'static str; 5] = ["stem", "layer1", "layer2", "layer3", "layer4"];
+
+    /// Runs the stages after `stage` on `map`, the output of stage `stage` (0: the stem,
+    /// 4: `layer4`), and returns the last map (`layer4`); `map` itself when `stage` is the last.
+    /// Grad-CAM at an inner stage needs the rest of the network as a function of that stage's map.
+    ///
+    /// # Panics
+    /// When `stage` is not below [`Self::STAGE_NAMES`]`.len()`.
+    pub fn forward_from(&self, stage: usize, map: Tensor<4>) -> Tensor<4> {
+        assert!(stage < Self::STAGE_NAMES.len(), "ResNet has no stage {stage}");
+        let layers = [&self.layer1, &self.layer2, &self.layer3, &self.layer4];
+        layers[stage..]
+            .iter()
+            .flat_map(|layer| layer.iter())
+            .fold(map, |x, block| block.forward(x))
     }
 
     /// Classifier logits `[B, num_classes]` (global average pooling of `layer4`, then

@@ -91,6 +91,21 @@ impl SmallCnn {
         }
     }
 
+    /// The names of the stages [`SmallCnn::forward_features`] returns, in order.
+    pub const STAGE_NAMES: [&'static str; 4] = ["stage1", "stage2", "stage3", "stage4"];
+
+    /// Runs the stages after `stage` (0-based) on `map`, that stage's output, and returns the
+    /// last stage's map (`map` itself when `stage` is the last), for Grad-CAM at an inner stage.
+    ///
+    /// # Panics
+    /// When `stage` is not below [`Self::STAGE_NAMES`]`.len()`.
+    pub fn forward_from(&self, stage: usize, map: Tensor<4>) -> Tensor<4> {
+        assert!(stage < self.stages.len(), "the small CNN has no stage {stage}");
+        self.stages[stage + 1..]
+            .iter()
+            .fold(map, |x, s| conv_bn(&s.conv, &s.bn, max_pool2d(&self.pool, x), true))
+    }
+
     /// `[B, C, H, W]` → the four stage outputs, `[B, widths[s], H/2^s, W/2^s]`
     /// (floor division).
     pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
