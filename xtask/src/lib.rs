@@ -31,7 +31,8 @@ pub struct Cli {
 pub enum Command {
     /// Convert an official dataset archive into `<out>/manifest.csv` + `<out>/images/`.
     Prepare(PrepareArgs),
-    /// Render the synthetic property set (Kobs et al. Table 5 analogue).
+    /// Render the synthetic property set (Kobs et al. Table 5 analogue): `<out>/manifest.csv`,
+    /// `<out>/images/` and each image's object mask under `<out>/masks/`.
     Synth(synth::SynthArgs),
     /// Validate an existing `manifest.csv` (e.g. a dataset you assembled yourself).
     Check(CheckArgs),
@@ -127,9 +128,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Synth(args) => {
             let manifest = synth::run(&args)?;
             println!(
-                "wrote {} ({} images)",
+                "wrote {} ({} images, their object masks in {})",
                 manifest.root.join("manifest.csv").display(),
-                manifest.records.len()
+                manifest.records.len(),
+                manifest.root.join(dml_datasets::synth::MASKS_DIR).display()
             );
             Ok(())
         }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use dml_data::Manifest;
 
 pub use dml_datasets::synth::{
-    ColourLevels, DEFAULT_N, DEFAULT_SIZE, MAX_SIZE, MIN_IMAGES_PER_CLASS, MIN_SIZE, PROPERTIES, Property, SceneParams,
-    Shape, SynthConfig, TRAIN_CLASSES, hsv_to_rgb, plan, property_names, render,
+    ColourLevels, DEFAULT_N, DEFAULT_SIZE, MASK_BACKGROUND, MASK_OBJECT, MASKS_DIR, MAX_SIZE, MIN_IMAGES_PER_CLASS,
+    MIN_SIZE, PROPERTIES, Property, SceneParams, Shape, SynthConfig, TRAIN_CLASSES, hsv_to_rgb, mask_path, plan,
+    property_names, read_mask, render, render_with_mask,
 };
 
 /// Default output directory.
@@ -58,8 +59,8 @@ impl SynthArgs {
     }
 }
 
-/// Renders the dataset into `args.out` and returns its manifest (see
-/// [`dml_datasets::synth::generate`]).
+/// Renders the dataset (manifest, images and their object masks) into `args.out` and
+/// returns its manifest (see [`dml_datasets::synth::generate`]).
 pub fn run(args: &SynthArgs) -> anyhow::Result<Manifest> {
     Ok(dml_datasets::synth::generate(&args.config(), &args.out, args.force)?)
 }

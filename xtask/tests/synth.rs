@@ -1,6 +1,6 @@
-//! `cargo xtask synth` on the command line: its defaults, and output byte-identical from
-//! run to run and to what the `dml-datasets` library (which a training run calls on first
-//! use) writes for the same settings. The renderer itself is tested in `dml-datasets`.
+//! `cargo xtask synth` on the command line: its defaults, and output (images, object masks
+//! and manifest) byte-identical from run to run and to what the `dml-datasets` library
+//! (which a training run calls on first use) writes for the same settings. The renderer itself is tested in `dml-datasets`.
 
 use std::path::{Path, PathBuf};
 
@@ -68,7 +68,13 @@ fn same_seed_is_byte_identical_and_matches_the_library() {
     let image = image::open(manifest.image_path(&manifest.records[0])).expect("decodable image");
     assert_eq!((image.width(), image.height()), (24, 24));
     let tree = read_tree(&first);
-    assert_eq!(tree.len(), 21, "20 images and the manifest");
+    assert_eq!(tree.len(), 41, "20 images, their 20 masks and the manifest");
+    let mask = dml_datasets::synth::read_mask(dml_datasets::synth::mask_path(
+        &manifest.root,
+        &manifest.records[0].path,
+    ))
+    .expect("readable mask");
+    assert_eq!(mask.dimensions(), (24, 24));
     assert_eq!(tree, read_tree(&second), "the same seed must give byte-identical files");
 
     let config = SynthConfig {

@@ -65,6 +65,19 @@ pub enum DatasetError {
         /// What is wrong with it.
         message: String,
     },
+    /// An object mask of the synthetic set is missing, typically because the set was
+    /// generated before masks existed.
+    #[error(
+        "object mask {} does not exist: the synthetic set was generated before masks existed \
+         (or is incomplete); regenerate it with `cargo xtask synth --force` and the --out, --n, \
+         --seed and --size it was made with, or delete its directory so that training \
+         generates it again",
+        path.display()
+    )]
+    MissingMask {
+        /// The mask file looked for.
+        path: PathBuf,
+    },
     /// A generation setting is out of its range.
     #[error("{setting} = {value}: {reason}")]
     InvalidSetting {

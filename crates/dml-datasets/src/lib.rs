@@ -3,10 +3,13 @@
 //! ([`fashion_mnist::prepare`]).
 //!
 //! Both write `<out>/manifest.csv` plus `<out>/images/`, the layout `dml_data::Manifest`
-//! reads. Everything is written into a staging directory next to the output ([`Staging`])
-//! and renamed into place only when every image was written and the manifest validated, so
-//! an interrupted or failed run never leaves a half-written dataset behind, and a training
-//! run that finds `manifest.csv` can trust the directory to be complete.
+//! reads; the synthetic set adds each image's object mask under `<out>/masks/`
+//! ([`synth::mask_path`]). Everything is written into a staging directory next to the
+//! output ([`Staging`]) and renamed into place only when every file was written and the
+//! manifest validated, so an interrupted or failed run never leaves a half-written dataset
+//! behind, and a training run that finds `manifest.csv` can trust the directory to be
+//! complete (a synthetic set generated before masks existed has none at all, which
+//! [`synth::read_mask`] reports with the command that regenerates it).
 //!
 //! The crate holds only what a training run needs on first use; the converters of the
 //! archive-based datasets (CUB-200, Cars196, SOP, In-shop), with their zip, tar and

@@ -1,13 +1,15 @@
 //! Tests of the synthetic set generator: determinism (and a pinned fingerprint of one
 //! small set, so that a refactoring cannot change the output silently), the manifest's
-//! property columns, the rendered images, the claim that the class lives in the shape and
-//! not in the colour, and the no-half-written-output guarantee.
+//! property columns, the rendered images, the object masks and their agreement with the
+//! pixels, the claim that the class lives in the shape and not in the colour, and the
+//! no-half-written-output guarantee.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use dml_data::{Manifest, Split};
-use dml_datasets::synth::{SynthConfig, generate};
+use dml_datasets::DatasetError;
+use dml_datasets::synth::{SynthConfig, generate, mask_path, plan, read_mask, render, render_with_mask};
 use dml_testkit::read_tree;
 
 /// The property columns and their level counts that the spec promises, in manifest order.
@@ -124,18 +126,28 @@ fn same_seed_is_byte_identical_and_other_seed_differs() {
     let c = run(&tmp.path().join("c"), 30, 12, 32).expect("other seed");
     assert_eq!(a.records.len(), 30);
     let (ta, tb, tc) = (read_tree(&a.root), read_tree(&b.root), read_tree(&c.root));
-    assert_eq!(ta.len(), 31, "30 images and the manifest");
+    assert_eq!(ta.len(), 61, "30 images, 30 masks and the manifest");
     assert!(ta.contains_key("manifest.csv"));
-    assert_eq!(ta, tb, "the same seed must give byte-identical files");
+    assert_eq!(ta.keys().filter(|k| k.starts_with("masks/")).count(), 30);
+    assert_eq!(ta, tb, "the same seed must give byte-identical files, masks included");
     assert_ne!(
         ta["manifest.csv"], tc["manifest.csv"],
         "another seed must give another manifest"
     );
     let same_images = ta
         .iter()
-        .filter(|(k, v)| k.ends_with(".png") && tc.get(*k) == Some(*v))
+        .filter(|(k, v)| k.starts_with("images/") && tc.get(*k) == Some(*v))
         .count();
     assert_eq!(same_images, 0, "another seed must render other images");
+    // A mask depends only on shape, rotation and camera height, so single masks may
+    // coincide across seeds; the set of them must not.
+    let masks = |t: &BTreeMap<String, Vec<u8>>| {
+        t.iter()
+            .filter(|(k, _)| k.starts_with("masks/"))
+            .map(|(_, v)| v.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(masks(&ta), masks(&tc), "another seed must give other masks");
 }
 
 #[test]
@@ -214,6 +226,159 @@ fn images_are_rgb_of_the_requested_size_and_show_an_object() {
             );
         }
     }
+}
+
+/// Loads the mask of record `index` through the public path mapping and reader.
+fn load_mask(manifest: &Manifest, index: usize) -> image::GrayImage {
+    let path = mask_path(&manifest.root, &manifest.records[index].path);
+    read_mask(&path).unwrap_or_else(|e| panic!("record {index}: {e}"))
+}
+
+/// Whether pixel (`x`, `y`) and its 4-neighbours inside the image all have mask value
+/// `value`: such a pixel is not on the silhouette, so the renderer did not blend
+/// sub-samples into it and its colour is that of what its centre sees.
+fn interior(mask: &image::GrayImage, x: u32, y: u32, value: u8) -> bool {
+    let (w, h) = mask.dimensions();
+    let at = |x: u32, y: u32| mask.get_pixel(x, y).0[0] == value;
+    at(x, y)
+        && (x == 0 || at(x - 1, y))
+        && (x + 1 == w || at(x + 1, y))
+        && (y == 0 || at(x, y - 1))
+        && (y + 1 == h || at(x, y + 1))
+}
+
+#[test]
+fn every_image_has_a_binary_mask_of_its_size_covering_part_of_it() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (n, size) = (40, 32);
+    let manifest = run(&tmp.path().join("out"), n, 6, size).expect("run");
+    let mask_dir = manifest.root.join("masks");
+    assert_eq!(
+        std::fs::read_dir(&mask_dir).expect("masks/ exists").count(),
+        n,
+        "one mask per image in {}",
+        mask_dir.display()
+    );
+    let mut fractions = Vec::with_capacity(n);
+    for i in 0..n {
+        let image = load_rgb(&manifest, i);
+        let mask = load_mask(&manifest, i);
+        assert_eq!(mask.dimensions(), image.dimensions(), "record {i}");
+        // `read_mask` refuses other values; the count below relies on it.
+        let object = mask.pixels().filter(|p| p.0[0] == 255).count();
+        let fraction = object as f64 / (size * size) as f64;
+        fractions.push(fraction);
+        // Every shape in every pose covers a sizeable part of the frame without filling
+        // it (10 % to 26 % in this set): an empty or a full mask, or one that also marked
+        // the shadow or the ground, would fall outside.
+        assert!(
+            (0.05..0.4).contains(&fraction),
+            "record {i} ({}): the object covers an implausible {fraction:.3} of the mask",
+            manifest.records[i].class_name
+        );
+    }
+    let (min, max) = fractions
+        .iter()
+        .fold((1f64, 0f64), |(lo, hi), &f| (lo.min(f), hi.max(f)));
+    println!("object fraction of the masks: {min:.3} to {max:.3}");
+}
+
+#[test]
+fn mask_marks_exactly_the_pixels_that_show_the_object() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (n, seed, size) = (20, 8, 32);
+    let manifest = run(&tmp.path().join("out"), n, seed, size).expect("run");
+    let params = plan(seed, n);
+    let (mut object_pixels, mut background_pixels) = (0, 0);
+    for (i, p) in params.iter().enumerate() {
+        let image = load_rgb(&manifest, i);
+        let mask = load_mask(&manifest, i);
+        assert_eq!(
+            image,
+            render(p, size),
+            "record {i} is not the image of its planned scene"
+        );
+        // The same scene with the object in the complementary hue: the object's colour
+        // enters only the pixels whose samples hit the object, since shadows and
+        // contact darkening depend on the geometry alone.
+        let mut recoloured = *p;
+        recoloured.object.hue = (p.object.hue + 4) % 8;
+        recoloured.object.saturation = 2;
+        let (other, other_mask) = render_with_mask(&recoloured, size);
+        assert_eq!(
+            other_mask, mask,
+            "record {i}: the mask must not depend on the object's colour"
+        );
+        let bg = background_colour(&image);
+        // Silhouette pixels (mask value differs from a 4-neighbour) blend sub-samples of
+        // object and background, so they may or may not change and are not checked; the
+        // two branches below then say that the object's colour shows exactly on the mask
+        // and its one-pixel rim, and nowhere else.
+        for (x, y, _) in mask.enumerate_pixels() {
+            let (a, b) = (image.get_pixel(x, y).0, other.get_pixel(x, y).0);
+            if interior(&mask, x, y, 255) {
+                object_pixels += 1;
+                assert_ne!(a, b, "record {i}: object pixel ({x}, {y}) ignores the object's colour");
+            } else if interior(&mask, x, y, 0) {
+                background_pixels += 1;
+                assert_eq!(
+                    a, b,
+                    "record {i}: background pixel ({x}, {y}) depends on the object's colour"
+                );
+                assert!(
+                    a == bg || is_shadow(a, bg),
+                    "record {i}: background pixel ({x}, {y}) = {a:?} is neither the background {bg:?} nor its shadow"
+                );
+            }
+        }
+    }
+    assert!(
+        object_pixels > 20 * n && background_pixels > 200 * n,
+        "{object_pixels} {background_pixels}"
+    );
+}
+
+#[test]
+fn a_set_without_masks_asks_for_regeneration() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let manifest = run(&tmp.path().join("out"), 20, 0, 16).expect("run");
+    // A set generated before masks existed: the same tree without `masks/`.
+    std::fs::remove_dir_all(manifest.root.join("masks")).expect("remove masks");
+    let path = mask_path(&manifest.root, &manifest.records[0].path);
+    let error = read_mask(&path).expect_err("the mask is gone");
+    assert!(matches!(error, DatasetError::MissingMask { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.contains(&path.display().to_string()) && message.contains("cargo xtask synth"),
+        "the error must name the file and say how to regenerate the set: {message}"
+    );
+}
+
+#[test]
+fn read_mask_refuses_files_that_are_not_binary_grayscale_pngs() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let manifest = run(&tmp.path().join("out"), 20, 0, 16).expect("run");
+    let refused = |path: &Path, why: &str| {
+        let error = read_mask(path).expect_err(why);
+        assert!(matches!(error, DatasetError::Malformed { .. }), "{why}: {error:?}");
+        let message = error.to_string();
+        assert!(message.contains(&path.display().to_string()), "{why}: {message}");
+        message
+    };
+    let garbage = tmp.path().join("garbage.png");
+    std::fs::write(&garbage, b"not a png").expect("write");
+    assert!(refused(&garbage, "garbage").contains("PNG"));
+    // An image of the set is a valid PNG, but RGB.
+    let rgb = manifest.image_path(&manifest.records[0]);
+    assert!(refused(&rgb, "an RGB image").contains("grayscale"));
+    let grey = tmp.path().join("grey.png");
+    image::GrayImage::from_pixel(4, 4, image::Luma([128]))
+        .save(&grey)
+        .expect("write");
+    assert!(refused(&grey, "a non-binary mask").contains("value 128"));
+    // A generated mask passes.
+    let mask = read_mask(mask_path(&manifest.root, &manifest.records[0].path)).expect("a valid mask");
+    assert_eq!(mask.dimensions(), (16, 16));
 }
 
 /// Nearest-class-mean accuracy: fits class means on `train`, classifies `test`.
@@ -376,6 +541,16 @@ fn a_small_set_renders_exactly_as_pinned() {
     assert_eq!(
         hash, 0x586b_360e_93eb_6d88,
         "the synthetic set of seed 0 changed (fingerprint {hash:#018x}); datasets generated before no longer match"
+    );
+    // The masks are pinned separately (taken when masks were added), so that the image
+    // fingerprint above still proves that adding them left the images unchanged.
+    let mut mask_hash = 0xcbf2_9ce4_8422_2325;
+    for i in 0..manifest.records.len() {
+        mask_hash = fnv1a(mask_hash, load_mask(&manifest, i).as_raw());
+    }
+    assert_eq!(
+        mask_hash, 0xf66a_0897_57d5_a197,
+        "the masks of the synthetic set of seed 0 changed (fingerprint {mask_hash:#018x})"
     );
 }
 

@@ -14,10 +14,18 @@
 //! 5–9 (octahedron, capsule, hexagonal prism, square pyramid, ellipsoid) the `test` split,
 //! a zero-shot DML split.
 //!
+//! Besides `manifest.csv` and `images/<index>.png`, every image gets its object mask
+//! `masks/<index>.png` (see [`mask_path`]): 8-bit grayscale of the image's size, 255 where
+//! the primary ray through the pixel centre hits the object and 0 on the ground, the sky
+//! and shadows ([`render_with_mask`]). Masks are written into the same staging directory
+//! as the images, so a set on disk has all of them or, if it predates masks, none;
+//! [`read_mask`] then names the missing file and says to regenerate the set.
+//!
 //! Output is a pure function of [`SynthConfig`] (`seed`, `n`, `size`): each image's
 //! properties come from a ChaCha8 stream keyed by the seed and the image index, so the
 //! images can be rendered in parallel and still be byte-identical from run to run.
 
+mod masks;
 mod render;
 mod scene;
 mod shapes;
@@ -32,7 +40,8 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-pub use render::render;
+pub use masks::{IMAGES_DIR, MASKS_DIR, mask_path, read_mask};
+pub use render::{MASK_BACKGROUND, MASK_OBJECT, render, render_with_mask};
 pub use scene::{ColourLevels, PROPERTIES, Property, SceneParams, TILT_DEGREES, hsv_to_rgb, property_names};
 pub use shapes::Shape;
 
@@ -145,32 +154,53 @@ pub fn plan(seed: u64, n: usize) -> Vec<SceneParams> {
 
 /// The manifest-relative path of image `index`.
 fn image_path(index: usize) -> String {
-    format!("images/{index:06}.png")
+    format!("{IMAGES_DIR}/{index:06}.png")
+}
+
+/// Encodes `pixels` (`size`×`size` pixels of `colour`) as PNG and writes them to `path`.
+fn write_png(path: &Path, pixels: &[u8], size: u32, colour: image::ExtendedColorType) -> Result<()> {
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(pixels, size, size, colour)
+        .map_err(|error| DatasetError::Image {
+            path: path.to_path_buf(),
+            error,
+        })?;
+    std::fs::write(path, png).map_err(|e| DatasetError::io("write", path, e))
 }
 
 /// Renders the set of `config` into `out` and returns its manifest. An existing `out` is
 /// replaced when `force` is true and refused otherwise.
 ///
-/// Everything is written into a staging directory that is moved into place only after
-/// every image was written and the manifest validated, so a failure leaves no output.
+/// Writes `out/manifest.csv`, the images `out/images/<index>.png` (the manifest's record
+/// paths) and their object masks `out/masks/<index>.png` ([`mask_path`],
+/// [`render_with_mask`]). Everything is written into a staging directory that is moved
+/// into place only after every image and every mask was written and the manifest
+/// validated, so a failure leaves no output.
 pub fn generate(config: &SynthConfig, out: &Path, force: bool) -> Result<Manifest> {
     config.validate()?;
     let staging = Staging::new(out, force)?;
-    let images = staging.dir().join("images");
-    std::fs::create_dir_all(&images).map_err(|e| DatasetError::io("create", &images, e))?;
+    for dir in [IMAGES_DIR, MASKS_DIR] {
+        let dir = staging.dir().join(dir);
+        std::fs::create_dir_all(&dir).map_err(|e| DatasetError::io("create", &dir, e))?;
+    }
 
     let params = plan(config.seed, config.n);
     params.par_iter().enumerate().try_for_each(|(i, p)| -> Result<()> {
-        let path = staging.dir().join(image_path(i));
-        let image = render(p, config.size);
-        let mut png = Vec::new();
-        image::codecs::png::PngEncoder::new(&mut png)
-            .write_image(image.as_raw(), config.size, config.size, image::ExtendedColorType::Rgb8)
-            .map_err(|error| DatasetError::Image {
-                path: path.clone(),
-                error,
-            })?;
-        std::fs::write(&path, png).map_err(|e| DatasetError::io("write", &path, e))
+        let rel = image_path(i);
+        let (image, mask) = render_with_mask(p, config.size);
+        write_png(
+            &staging.dir().join(&rel),
+            image.as_raw(),
+            config.size,
+            image::ExtendedColorType::Rgb8,
+        )?;
+        write_png(
+            &mask_path(staging.dir(), &rel),
+            mask.as_raw(),
+            config.size,
+            image::ExtendedColorType::L8,
+        )
     })?;
 
     let mut manifest = Manifest::new(staging.dir(), property_names());

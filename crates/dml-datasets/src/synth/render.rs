@@ -9,8 +9,11 @@
 //! Primary rays are traced once per pixel; pixels on the silhouette (where the hit/miss
 //! status differs from a neighbour) are re-traced with four sub-samples, which removes
 //! staircase edges at a fraction of the cost of full supersampling.
+//!
+//! The hit/miss status of the pixel centres is also the object mask
+//! ([`render_with_mask`]): it is known anyway, so the mask costs no extra ray.
 
-use image::RgbImage;
+use image::{GrayImage, RgbImage};
 
 use super::scene::{SceneParams, TILT_DEGREES};
 use super::shapes::{BOUNDING_RADIUS, Shape};
@@ -205,8 +208,29 @@ impl Scene {
     }
 }
 
+/// Mask value of a pixel whose centre sees the object.
+pub const MASK_OBJECT: u8 = 255;
+/// Mask value of a pixel whose centre sees the background (ground, sky or shadow).
+pub const MASK_BACKGROUND: u8 = 0;
+
 /// Renders one square RGB image of `size`×`size` pixels.
+///
+/// The same image as [`render_with_mask`] returns, without the mask.
 pub fn render(params: &SceneParams, size: u32) -> RgbImage {
+    render_with_mask(params, size).0
+}
+
+/// Renders one square RGB image of `size`×`size` pixels and its object mask.
+///
+/// The mask is an 8-bit grayscale image of the same size, [`MASK_OBJECT`] (255) where the
+/// primary ray through the pixel's *centre* hits the object and [`MASK_BACKGROUND`] (0)
+/// where it sees the ground, the sky or a shadow. The anti-aliasing sub-samples of
+/// silhouette pixels do not enter it: the centre sample is the one sample every pixel
+/// has, so the mask is exactly the hit/miss status that decides which pixels get
+/// sub-sampled (a pixel is re-sampled when its mask value differs from a 4-neighbour's),
+/// and a pixel whose mask agrees with its four neighbours shows the unblended colour of
+/// what the mask says it sees.
+pub fn render_with_mask(params: &SceneParams, size: u32) -> (RgbImage, GrayImage) {
     let scene = Scene::new(params);
     let n = size as usize;
     let s = size as f32;
@@ -242,7 +266,13 @@ pub fn render(params: &SceneParams, size: u32) -> RgbImage {
             image.put_pixel(x as u32, y as u32, image::Rgb(linear_to_srgb8(colour)));
         }
     }
-    image
+    let mask = hits
+        .iter()
+        .map(|&hit| if hit { MASK_OBJECT } else { MASK_BACKGROUND })
+        .collect();
+    // The buffer holds exactly `size`×`size` values, one per pixel in row order.
+    let mask = GrayImage::from_raw(size, size, mask).expect("one mask value per pixel");
+    (image, mask)
 }
 
 /// The entry and exit distances of a ray through a sphere, if it meets the sphere in
@@ -284,4 +314,40 @@ fn linear_to_srgb8(c: Vec3) -> [u8; 3] {
         (s * 255.0 + 0.5) as u8
     };
     [f(c.x), f(c.y), f(c.z)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::plan;
+
+    /// The mask is defined by the pixel centre's primary ray alone: it must equal an
+    /// independent trace of that ray, also on silhouette pixels, where the image blends
+    /// four sub-samples and a majority-of-samples mask could differ.
+    #[test]
+    fn mask_is_the_pixel_centre_hit() {
+        let size = 24;
+        let mut silhouette_pixels = 0;
+        for params in plan(3, 10) {
+            let (image, mask) = render_with_mask(&params, size);
+            assert_eq!(image.dimensions(), mask.dimensions());
+            let scene = Scene::new(&params);
+            let s = size as f32;
+            for (x, y, m) in mask.enumerate_pixels() {
+                let hit = scene.trace(scene.ray(x as f32 + 0.5, y as f32 + 0.5, s)).is_some();
+                let expected = if hit { MASK_OBJECT } else { MASK_BACKGROUND };
+                assert_eq!(m.0[0], expected, "{:?}: pixel ({x}, {y})", params.shape);
+                let sub_hits = [(0.375, 0.125), (0.875, 0.375), (0.625, 0.875), (0.125, 0.625)]
+                    .iter()
+                    .filter(|(dx, dy)| scene.trace(scene.ray(x as f32 + dx, y as f32 + dy, s)).is_some())
+                    .count();
+                if sub_hits != 0 && sub_hits != 4 {
+                    silhouette_pixels += 1;
+                }
+            }
+        }
+        // The check above must have covered partly covered pixels, or it proves nothing
+        // about the choice of the centre sample.
+        assert!(silhouette_pixels > 100, "only {silhouette_pixels} silhouette pixels");
+    }
 }

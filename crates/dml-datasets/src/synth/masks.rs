@@ -1,0 +1,105 @@
+//! Where the object mask of a synthetic image lives, and reading it back.
+//!
+//! [`generate`](super::generate) writes the mask of `images/<rel>` to `masks/<rel>` in the
+//! same staged tree, so a set on disk either has every mask or (when it was generated
+//! before masks existed) none. An old set is not regenerated behind the user's back:
+//! [`read_mask`] reports the missing file and says how to regenerate the set.
+
+use std::path::{Component, Path, PathBuf};
+
+use image::GrayImage;
+
+use super::render::{MASK_BACKGROUND, MASK_OBJECT};
+use crate::error::{DatasetError, Result};
+
+/// The directory, relative to the dataset root, that holds the images.
+pub const IMAGES_DIR: &str = "images";
+/// The directory, relative to the dataset root, that holds the object masks; it mirrors
+/// the layout of [`IMAGES_DIR`].
+pub const MASKS_DIR: &str = "masks";
+
+/// The object mask of the image at `image_rel_path`, a manifest record path relative to
+/// `dataset_root` (the directory of `manifest.csv`, i.e. `Manifest::root`).
+///
+/// `images/<rel>` maps to `<dataset_root>/masks/<rel>`; a record path that does not start
+/// with `images/` is placed under `masks/` as a whole, so every image path has exactly one
+/// mask path and distinct images never share one. Nothing is read from disk.
+pub fn mask_path(dataset_root: &Path, image_rel_path: impl AsRef<Path>) -> PathBuf {
+    let mut components = image_rel_path
+        .as_ref()
+        .components()
+        .skip_while(|c| matches!(c, Component::CurDir))
+        .peekable();
+    if components.peek() == Some(&Component::Normal(IMAGES_DIR.as_ref())) {
+        components.next();
+    }
+    let mut path = dataset_root.join(MASKS_DIR);
+    path.extend(components);
+    path
+}
+
+/// Reads the object mask at `path` (see [`mask_path`]): an 8-bit grayscale PNG holding
+/// only 0 (background) and 255 (object), as [`render_with_mask`](super::render_with_mask)
+/// defines them.
+///
+/// A missing file is a [`DatasetError::MissingMask`] whose message says to regenerate
+/// the set, since sets generated before masks existed have none; a file that is not a
+/// decodable PNG, not 8-bit grayscale, or holds other values is
+/// [`DatasetError::Malformed`]. Every error names the file.
+pub fn read_mask(path: impl AsRef<Path>) -> Result<GrayImage> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            DatasetError::MissingMask {
+                path: path.to_path_buf(),
+            }
+        } else {
+            DatasetError::io("read", path, error)
+        }
+    })?;
+    let malformed = |message: String| DatasetError::Malformed {
+        path: path.to_path_buf(),
+        message,
+    };
+    let image = image::load_from_memory_with_format(&bytes, image::ImageFormat::Png)
+        .map_err(|e| malformed(format!("not a decodable PNG object mask: {e}")))?;
+    let colour = image.color();
+    let image::DynamicImage::ImageLuma8(mask) = image else {
+        return Err(malformed(format!(
+            "holds {colour:?} pixels, but an object mask is 8-bit grayscale (L8)"
+        )));
+    };
+    if let Some((x, y, value)) = mask
+        .enumerate_pixels()
+        .find(|(_, _, p)| p.0[0] != MASK_BACKGROUND && p.0[0] != MASK_OBJECT)
+    {
+        return Err(malformed(format!(
+            "pixel ({x}, {y}) has value {}, but an object mask holds only {MASK_BACKGROUND} and {MASK_OBJECT}",
+            value.0[0]
+        )));
+    }
+    Ok(mask)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_path_mirrors_the_image_layout() {
+        let root = Path::new("/data/synth");
+        assert_eq!(
+            mask_path(root, "images/000007.png"),
+            Path::new("/data/synth/masks/000007.png")
+        );
+        assert_eq!(
+            mask_path(root, Path::new("./images/a/b.png")),
+            Path::new("/data/synth/masks/a/b.png")
+        );
+        // Only a leading `images` component is replaced; one deeper down is kept.
+        assert_eq!(
+            mask_path(root, "other/images/x.png"),
+            Path::new("/data/synth/masks/other/images/x.png")
+        );
+    }
+}
