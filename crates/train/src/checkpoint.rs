@@ -67,6 +67,8 @@ pub const MODEL_FILE: &str = "model.bpk";
 pub const LOSS_FILE: &str = "loss.bpk";
 /// DIML's spatial proxies (ProxyNCA with `[diml] enabled = true`).
 pub const DIML_PROXIES_FILE: &str = "diml-proxies.bpk";
+/// Similarity mining's mask parameters `a`, `b` and their optimiser state (when learnable).
+pub const MINING_FILES: [&str; 2] = ["mining.bpk", "optim-mining.bpk"];
 /// The optimiser state of each parameter group.
 pub const OPTIM_FILES: [&str; 3] = ["optim-backbone.bpk", "optim-head.bpk", "optim-loss.bpk"];
 /// The [`TrainState`].

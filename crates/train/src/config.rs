@@ -51,6 +51,8 @@ dml_config::config! {
         pub eval: EvalConfig = EvalConfig::default(),
         /// DIML structural matching inside the loss.
         pub diml: crate::diml::DimlConfig = crate::diml::DimlConfig::default(),
+        /// Similarity mining (Zheng et al., Eq. 3): `L = L_ml + γ L_sm`.
+        pub similarity_mining: dml_explain::SimilarityMiningConfig = dml_explain::SimilarityMiningConfig::default(),
     }
 }
 
@@ -379,6 +381,7 @@ impl TrainConfig {
         let fail = |key: &str, why: String| Err(TrainError::Config(format!("{key}: {why}")));
         crate::device::parse_device(&self.device)?;
         self.diml.validate(&self.loss)?;
+        crate::mining::validate(&self.similarity_mining, &self.loss, &self.diml)?;
         dml_models::BackboneConfig::from_name(&self.model.backbone)
             .map_err(|e| TrainError::Config(format!("model.backbone: {e}")))?;
         if self.name.is_empty() || self.name.contains(['/', '\\']) || self.name == "." || self.name == ".." {
@@ -528,15 +531,18 @@ mod tests {
     #[test]
     fn an_old_run_config_without_newer_keys_still_reads() {
         let mut table = parse_table(&TrainConfig::default().to_toml().unwrap(), "x").unwrap();
-        // `data.mean`, `data.std` and `[diml]` were added after the first runs were written.
+        // `data.mean`, `data.std`, `[diml]` and `[similarity_mining]` were added after the first
+        // runs were written.
         let data = table["data"].as_table_mut().unwrap();
         data.remove("mean");
         data.remove("std");
         table.remove("diml");
+        table.remove("similarity_mining");
         let old = TrainConfig::from_table(table, None).unwrap();
         assert_eq!(old.data.mean, dml_data::transform::IMAGENET_MEAN);
         assert_eq!(old.data.std, dml_data::transform::IMAGENET_STD);
         assert!(!old.diml.enabled);
+        assert!(!old.similarity_mining.enabled);
         assert_eq!(old.to_toml().unwrap(), TrainConfig::default().to_toml().unwrap());
     }
 

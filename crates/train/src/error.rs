@@ -17,6 +17,9 @@ pub enum TrainError {
     /// The loss cannot be built or computed.
     #[error(transparent)]
     Loss(#[from] dml_losses::LossError),
+    /// An explanation (or similarity mining) failed.
+    #[error(transparent)]
+    Explain(#[from] dml_explain::ExplainError),
     /// Evaluation failed.
     #[error(transparent)]
     Eval(#[from] dml_eval::EvalError),

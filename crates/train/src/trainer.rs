@@ -23,6 +23,7 @@ use crate::device::parse_device;
 use crate::diml::Diml;
 use crate::error::TrainError;
 use crate::eval::{self, EvalData, Metrics};
+use crate::mining::Mining;
 
 /// How a run is driven (not part of the run's configuration).
 #[derive(Debug, Clone, Default)]
@@ -70,6 +71,8 @@ pub struct Learner {
     pub miner: Option<Miner>,
     /// DIML structural matching in the loss (`[diml] enabled = true`).
     pub diml: Option<Diml>,
+    /// Similarity mining in the loss (`[similarity_mining] enabled = true`).
+    pub mining: Option<Mining>,
     optim_backbone: ModuleOptimizer,
     optim_head: ModuleOptimizer,
     optim_loss: ModuleOptimizer,
@@ -142,11 +145,22 @@ impl Learner {
         } else {
             None
         };
+        let mining = if config.similarity_mining.enabled {
+            Some(Mining::new(
+                &config.similarity_mining,
+                &config.loss,
+                optimizer(&config.optimizer),
+                device,
+            )?)
+        } else {
+            None
+        };
         Ok(Self {
             model,
             loss,
             miner,
             diml,
+            mining,
             optim_backbone: optimizer(&config.optimizer),
             optim_head: optimizer(&config.optimizer),
             optim_loss: optimizer(&config.optimizer),
@@ -157,13 +171,7 @@ impl Learner {
     ///
     /// `labels` are dense class indices; `seed` drives stochastic miners; `lrs` are the
     /// learning rates of the backbone, head and loss groups.
-    pub fn step(
-        &mut self,
-        images: Tensor<4>,
-        labels: &[u32],
-        seed: u64,
-        lrs: [f64; 3],
-    ) -> Result<f64, dml_losses::LossError> {
+    pub fn step(&mut self, images: Tensor<4>, labels: &[u32], seed: u64, lrs: [f64; 3]) -> Result<f64, TrainError> {
         self.step_inner(images, labels, seed, lrs, false).map(|(v, _)| v)
     }
 
@@ -175,7 +183,7 @@ impl Learner {
         labels: &[u32],
         seed: u64,
         lrs: [f64; 3],
-    ) -> Result<(f64, StepTimes), dml_losses::LossError> {
+    ) -> Result<(f64, StepTimes), TrainError> {
         self.step_inner(images, labels, seed, lrs, true)
     }
 
@@ -186,7 +194,7 @@ impl Learner {
         seed: u64,
         lrs: [f64; 3],
         profile: bool,
-    ) -> Result<(f64, StepTimes), dml_losses::LossError> {
+    ) -> Result<(f64, StepTimes), TrainError> {
         let device = images.device();
         let sync = |t: &mut Instant| -> f64 {
             if profile {
@@ -198,18 +206,43 @@ impl Learner {
         };
         let mut times = StepTimes::default();
         let mut t = Instant::now();
-        let out = match &self.diml {
-            None => {
+        let loss = match (&self.diml, &self.mining) {
+            (None, None) => {
                 let embeddings = self.model.forward(images);
                 times.forward = sync(&mut t);
-                self.loss.forward(embeddings, labels, self.miner.as_ref(), seed)?
+                self.loss.forward(embeddings, labels, self.miner.as_ref(), seed)?.loss
             }
             // The structural matching needs the feature maps: forward and loss are one phase.
-            Some(diml) => diml.forward(&self.model, &self.loss, images, labels, self.miner.as_ref(), seed)?,
+            (Some(diml), _) => {
+                diml.forward(&self.model, &self.loss, images, labels, self.miner.as_ref(), seed)?
+                    .loss
+            }
+            // Similarity mining needs the last feature maps (on the graph) and the images.
+            (None, Some(mining)) => {
+                let (embeddings, features) = self.model.forward_with_features(images.clone());
+                times.forward = sync(&mut t);
+                let metric = self
+                    .loss
+                    .forward(embeddings.clone(), labels, self.miner.as_ref(), seed)?
+                    .loss;
+                let mined = mining.loss(
+                    &self.model,
+                    images,
+                    embeddings,
+                    &features,
+                    labels,
+                    self.miner.as_ref(),
+                    seed,
+                )?;
+                match mined {
+                    Some(sm) => metric + sm,
+                    None => metric,
+                }
+            }
         };
-        let value = f64::from(out.loss.clone().into_scalar::<f32>());
+        let value = f64::from(loss.clone().into_scalar::<f32>());
         times.loss = sync(&mut t);
-        let mut grads = out.loss.backward();
+        let mut grads = loss.backward();
         times.backward = sync(&mut t);
         let g_backbone = GradientsParams::from_module(&mut grads, &self.model.backbone);
         let g_head = GradientsParams::from_module(&mut grads, &self.model.head);
@@ -225,6 +258,9 @@ impl Learner {
             *proxies = self.optim_loss.step(lrs[2], proxies.clone(), g);
         } else if self.loss.has_parameters() {
             self.loss = self.optim_loss.step(lrs[2], self.loss.clone(), g_loss);
+        }
+        if let Some(mining) = self.mining.as_mut() {
+            mining.step(lrs[2], &mut grads);
         }
         times.update = sync(&mut t);
         Ok((value, times))
@@ -247,6 +283,9 @@ impl Learner {
         if let Some(p) = self.diml.as_ref().and_then(|d| d.proxies.as_ref()) {
             check.within("diml_proxies", |c| p.valid().visit(c));
         }
+        if let Some(m) = &self.mining {
+            check.within("similarity_mining", |c| m.valid().visit(c));
+        }
         check.found
     }
 
@@ -263,6 +302,13 @@ impl Learner {
         save(self.loss.valid().into_record(), checkpoint::LOSS_FILE)?;
         if let Some(p) = self.diml.as_ref().and_then(|d| d.proxies.as_ref()) {
             save(p.valid().into_record(), checkpoint::DIML_PROXIES_FILE)?;
+        }
+        if let Some(m) = self.mining.as_ref().filter(|m| m.learnable()) {
+            let [params, optim] = checkpoint::MINING_FILES;
+            save(m.valid().into_record(), params)?;
+            m.optim
+                .save(dir.join(optim))
+                .map_err(|e| TrainError::io(dir.join(optim), e))?;
         }
         for (optim, file) in [&self.optim_backbone, &self.optim_head, &self.optim_loss]
             .into_iter()
@@ -295,6 +341,15 @@ impl Learner {
                 .clone()
                 .try_load_record(record(checkpoint::DIML_PROXIES_FILE)?)
                 .map_err(|e| bad("DIML spatial proxies do not fit the configured loss", &e))?;
+        }
+        if let Some(m) = self.mining.as_mut().filter(|m| m.learnable()) {
+            let [params, optim] = checkpoint::MINING_FILES;
+            m.module = m
+                .module
+                .clone()
+                .try_load_record(record(params)?)
+                .map_err(|e| bad("similarity-mining parameters do not fit", &e))?;
+            m.optim = m.optim.clone().load(dir.join(optim)).map_err(|e| bad(optim, &e))?;
         }
         let [b, h, l] = checkpoint::OPTIM_FILES;
         self.optim_backbone = self.optim_backbone.load(dir.join(b)).map_err(|e| bad(b, &e))?;
@@ -566,10 +621,10 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
             let value = match result {
                 Ok(value) if value.is_finite() => value,
                 Ok(value) => return Err(diverged(step + 1, state.global_step, format!("loss = {value}"))),
-                Err(e @ LossError::NonFinite { .. }) => {
+                Err(TrainError::Loss(e @ LossError::NonFinite { .. })) => {
                     return Err(diverged(step + 1, state.global_step, e.to_string()));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             };
             loss_sum += value;
             images_seen += labels.len();

@@ -40,6 +40,10 @@ dml_config::config! {
         pub b: f64 = 0.5,
         /// Learn `a` and `b` with the loss's parameters (otherwise they stay fixed).
         pub learnable: bool = false,
+        /// The tuples mined on (`triplet`, `siamese_same` for positive pairs, `quadruplet`);
+        /// unset: the training loss decides (`triplet` for triplet losses, `siamese_same` for
+        /// pair losses such as the contrastive loss).
+        pub tuple: Option<TupleKind> = None,
         /// The most tuples per batch whose masked images are embedded (each costs one more
         /// forward and backward pass of its images); the rest are left out at random.
         pub max_tuples: usize = 16,
@@ -59,6 +63,12 @@ impl SimilarityMiningConfig {
         }
         if !self.b.is_finite() {
             return bad("b", format!("{} must be finite", self.b));
+        }
+        if self.tuple == Some(TupleKind::SiameseDifferent) {
+            return bad(
+                "tuple",
+                "siamese_different: similarity mining uses positive pairs only (Zheng et al., Sec. 3.2); use siamese_same".into(),
+            );
         }
         if self.max_tuples == 0 {
             return bad("max_tuples", "must be at least 1".into());
