@@ -1,5 +1,8 @@
 //! Explanations of similarity: Grad-CAM similarity attention and the similarity-mining loss
-//! (Zheng et al.), with the steps that turn an attention map into an image-sized one.
+//! (Zheng et al.), with the steps that turn an attention map into an image-sized one;
+//! map-agnostic faithfulness and localisation metrics ([`faithfulness`]: deletion curves, the
+//! pointing game, IoU against object masks, the centre-prior baseline); and rendering of maps
+//! as PNG overlays with a colour bar ([`render`]).
 //!
 //! This crate is the explanation layer of the workspace (see `ARCHITECTURE.md` at the
 //! repository root: it sits on `dml-models`, `dml-losses` and `dml-ot`). Every method takes an
@@ -8,6 +11,8 @@
 
 pub mod attention;
 mod error;
+pub mod faithfulness;
+pub mod render;
 
 pub use attention::cam::cam;
 pub use attention::closed_form::{head_alpha, head_gradient, stage_alpha};

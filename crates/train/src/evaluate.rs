@@ -4,19 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use burn::module::Module;
 use dml_data::Split;
 use dml_ot::{GridPoolConfig, StructuralRerankerConfig};
 
 use crate::checkpoint;
 use crate::config::TrainConfig;
 use crate::data;
-use crate::device::parse_device;
 use crate::error::TrainError;
 use crate::eval::{self, EvalData, Metrics, SplitEmbeddings};
+use crate::explain::{RunModel, load_run_model};
 use crate::npy;
 use crate::rerank::StructuralRerankerAdapter;
-use crate::trainer::build_model;
 
 /// What `train eval` is asked to do.
 #[derive(Debug, Clone)]
@@ -126,21 +124,12 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
     let split: Split = split_name
         .parse()
         .map_err(|e| TrainError::Config(format!("--split: {e}")))?;
-    let dir = checkpoint_dir(&req.run, &req.checkpoint)?;
-    let device = parse_device(&config.device)?;
-    // Weights only: pretrained files are not needed, the checkpoint holds every tensor.
-    config.model.pretrained.clear();
-    let model = build_model(&config, &device)?;
-    let record =
-        burn::store::ModuleRecord::load(dir.join(checkpoint::MODEL_FILE)).map_err(|e| TrainError::Checkpoint {
-            path: dir.clone(),
-            message: format!("{}: {e}", checkpoint::MODEL_FILE),
-        })?;
-    let model = model.try_load_record(record).map_err(|e| TrainError::Checkpoint {
-        path: dir.clone(),
-        message: format!("the weights do not fit the run's model: {e}"),
-    })?;
-    let model = model.valid();
+    let RunModel {
+        checkpoint: dir,
+        model,
+        device,
+        ..
+    } = load_run_model(&req.run, &req.checkpoint, req.device.as_deref())?;
     let manifest = data::load_manifest(&config.data)?;
     let data = EvalData::of_split(&manifest, split, &data::eval_transform(&config.data))?.ok_or_else(|| {
         TrainError::Config(format!(

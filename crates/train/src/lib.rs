@@ -15,6 +15,7 @@ pub mod diml;
 pub mod error;
 pub mod eval;
 pub mod evaluate;
+pub mod explain;
 pub mod mining;
 pub mod npy;
 pub mod rerank;

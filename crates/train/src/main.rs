@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use train::evaluate::{DimlEval, EvalRequest, run_eval, table};
+use train::explain::{AttentionRequest, FaithfulnessRequest, explain_attention, faithfulness};
 use train::{RunOptions, Shortcuts, TrainConfig};
 
 /// Deep-metric-learning training and evaluation.
@@ -29,6 +30,79 @@ enum Command {
     Eval(EvalArgs),
     /// Print the resolved configuration (default + file + overrides) and exit.
     Config(TrainArgs),
+    /// Explain a trained model: similarity attention of a pair, triplet or quadruplet, and its
+    /// faithfulness on the synthetic set.
+    #[command(subcommand)]
+    Explain(ExplainCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ExplainCommand {
+    /// Similarity attention (Zheng et al.): why the given images are (dis)similar, as PNG overlays
+    /// and a JSON of the scores.
+    ///
+    /// Two images are a same-class pair (`--different` for a different-class one), three an
+    /// anchor, positive and negative, four add a second negative.
+    Attention(AttentionArgs),
+    /// Pointing game and IoU of the attention against the synthetic set's object masks (next to a
+    /// centre prior), and deletion curves against random erasure.
+    Faithfulness(FaithfulnessArgs),
+}
+
+#[derive(Debug, Args)]
+struct AttentionArgs {
+    /// The run directory (e.g. runs/default).
+    #[arg(long)]
+    run: PathBuf,
+    /// best | latest | a checkpoint directory.
+    #[arg(long, default_value = "best")]
+    checkpoint: String,
+    /// The backbone stage (default: the last; e.g. layer3 for a ResNet, stage3 for the small CNN).
+    #[arg(long)]
+    stage: Option<String>,
+    /// Explain two images as a different-class pair.
+    #[arg(long)]
+    different: bool,
+    /// Device (default: the run's).
+    #[arg(long)]
+    device: Option<String>,
+    /// The output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// anchor positive [negative [negative2]].
+    #[arg(required = true, num_args = 1..)]
+    images: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct FaithfulnessArgs {
+    /// The run directory.
+    #[arg(long)]
+    run: PathBuf,
+    /// best | latest | a checkpoint directory.
+    #[arg(long, default_value = "best")]
+    checkpoint: String,
+    /// Another dataset with object masks (default: the run's).
+    #[arg(long)]
+    dataset: Option<String>,
+    /// The split triplets are drawn from.
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Triplets to explain.
+    #[arg(long, default_value_t = 100)]
+    triplets: usize,
+    /// The backbone stage (default: the last).
+    #[arg(long)]
+    stage: Option<String>,
+    /// Seed of the triplets and of the random deletion.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Device (default: the run's).
+    #[arg(long)]
+    device: Option<String>,
+    /// Write faithfulness.json here.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -147,6 +221,52 @@ fn run_train(args: &TrainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn run_faithfulness(args: &FaithfulnessArgs) -> anyhow::Result<()> {
+    let split = args
+        .split
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--split {}: {e}", args.split))?;
+    let report = faithfulness(&FaithfulnessRequest {
+        run: args.run.clone(),
+        checkpoint: args.checkpoint.clone(),
+        dataset: args.dataset.clone(),
+        split,
+        triplets: args.triplets,
+        stage: args.stage.clone(),
+        seed: args.seed,
+        device: args.device.clone(),
+        out: args.out.clone(),
+    })?;
+    let s = &report.summary;
+    let show = |m: &dml_explain::faithfulness::MeanStd| match (m.mean, m.std) {
+        (Some(mean), Some(std)) => format!("{mean:.4} ± {std:.4}"),
+        _ => "n/a".into(),
+    };
+    println!(
+        "{} images of {} triplets ({} split, stage {})",
+        s.images, report.triplets, report.split, report.stage
+    );
+    println!(
+        "pointing game  attention {}   centre prior {}",
+        show(&s.pointing_hit_rate),
+        show(&s.centre_prior_pointing_hit_rate)
+    );
+    println!(
+        "IoU            attention {}   centre prior {}",
+        show(&s.iou),
+        show(&s.centre_prior_iou)
+    );
+    println!(
+        "deletion AUC   attention {}   random {}   (lower is more faithful)",
+        show(&s.deletion_auc),
+        show(&s.random_deletion_auc)
+    );
+    if let Some(out) = &args.out {
+        println!("wrote {}", out.join("faithfulness.json").display());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     // Before any tensor: CPU training steps reuse their freed buffers instead of re-mapping them.
     dml_backend::retain_freed_memory();
@@ -158,6 +278,25 @@ fn main() -> ExitCode {
             print!("{}", c.to_toml()?);
             Ok(())
         }),
+        Some(Command::Explain(ExplainCommand::Attention(args))) => explain_attention(&AttentionRequest {
+            run: args.run.clone(),
+            checkpoint: args.checkpoint.clone(),
+            images: args.images.clone(),
+            different: args.different,
+            stage: args.stage.clone(),
+            device: args.device.clone(),
+            out: args.out.clone(),
+        })
+        .map(|r| {
+            for image in &r.images {
+                println!("{:>10}  s = {:.4}  {}", image.role, image.score, image.path.display());
+            }
+            for file in &r.files {
+                println!("wrote {}", file.display());
+            }
+        })
+        .map_err(Into::into),
+        Some(Command::Explain(ExplainCommand::Faithfulness(args))) => run_faithfulness(args),
         Some(Command::Eval(args)) => run_eval(&EvalRequest {
             run: args.run.clone(),
             checkpoint: args.checkpoint.clone(),
