@@ -11,7 +11,7 @@ use dml_explain::faithfulness::{
     DeletionError, FaithfulnessAccumulator, FaithfulnessParams, FaithfulnessSummary, ImageFaithfulness, deletion_curve,
     localisation, random_deletion_curve,
 };
-use dml_explain::render::{PanelItem, PanelStyle, ValueRange, denormalize, overlay, panel, save_png_atomic};
+use dml_explain::render::{PanelItem, PanelStyle, ValueRange, denormalize, panel, save_png_atomic};
 use dml_explain::{AlphaMethod, SimilarityAttention, TupleKind, similarity_attention, upsample_bilinear};
 use dml_models::EmbeddingModel;
 use rand::{Rng, SeedableRng};
@@ -198,7 +198,7 @@ fn render_error(e: dml_explain::render::RenderError) -> TrainError {
 /// Explains why the images of `req` are (dis)similar for the run's model: writes
 /// `attention.png` (every image above its overlay, one colour bar for all maps, whose values are the
 /// attention `M` upsampled to the input size, so images compare on one scale),
-/// `overlay_<i>_<role>.png` per image and `attention.json` ([`AttentionReport`]) into `req.out`.
+/// `attention_<i>_<role>.png` per image (the same with one image) and `attention.json` ([`AttentionReport`]) into `req.out`.
 pub fn explain_attention(req: &AttentionRequest) -> Result<AttentionReport, TrainError> {
     let kind = kind_for(req.images.len(), req.different)?;
     for path in &req.images {
@@ -265,11 +265,11 @@ pub fn explain_attention(req: &AttentionRequest) -> Result<AttentionReport, Trai
     let figure = panel(&items, &style).map_err(render_error)?;
     let mut files = vec![req.out.join("attention.png")];
     save_png_atomic(&figure, &files[0]).map_err(render_error)?;
-    let range = ValueRange::of(&maps);
+    // One figure per image as well (the image above its overlay, the same colour bar), for use
+    // on its own.
     for (i, role) in kind.roles().iter().enumerate() {
-        let normalised = range.normalise_all(maps[i]);
-        let single = overlay(&rgb[i], &normalised, tuple.height, tuple.width, 0.5).map_err(render_error)?;
-        let path = req.out.join(format!("overlay_{i}_{role}.png"));
+        let single = panel(&items[i..=i], &style).map_err(render_error)?;
+        let path = req.out.join(format!("attention_{i}_{role}.png"));
         save_png_atomic(&single, &path).map_err(render_error)?;
         files.push(path);
     }

@@ -76,9 +76,9 @@ fn attention_and_faithfulness_of_a_trained_run() {
     );
     for file in [
         "attention.png",
-        "overlay_0_anchor.png",
-        "overlay_1_positive.png",
-        "overlay_2_negative.png",
+        "attention_0_anchor.png",
+        "attention_1_positive.png",
+        "attention_2_negative.png",
     ] {
         let img = image::open(out.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(img.width() >= 24 && img.height() >= 24, "{file}");

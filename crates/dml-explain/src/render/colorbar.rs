@@ -43,6 +43,9 @@ pub fn format_ticks(values: &[f32]) -> Vec<String> {
                     "nan".to_owned()
                 } else if v.is_infinite() {
                     if v > 0.0 { "inf".to_owned() } else { "-inf".to_owned() }
+                } else if v == 0.0 && !fixed {
+                    // Exactly zero reads best as itself, not as "0.0e0" on a scientific bar.
+                    "0".to_owned()
                 } else {
                     let s = if fixed {
                         format!("{v:.decimals$}")
@@ -139,7 +142,7 @@ mod tests {
     #[test]
     fn tick_labels_are_short_and_distinct() {
         assert_eq!(format_ticks(&[0.0, 0.5, 1.0]), ["0.00", "0.50", "1.00"]);
-        assert_eq!(format_ticks(&[-1.2e-3, 0.0, 1.2e-3]), ["-1.2e-3", "0.0e0", "1.2e-3"]);
+        assert_eq!(format_ticks(&[-1.2e-3, 0.0, 1.2e-3]), ["-1.2e-3", "0", "1.2e-3"]);
         assert_eq!(format_ticks(&[0.501, 0.502, 0.503]), ["0.501", "0.502", "0.503"]);
         assert_eq!(format_ticks(&[-0.001, 0.5]), ["0.00", "0.50"]);
         assert_eq!(format_ticks(&[2.0, 2.0]), ["2.00", "2.00"]);

@@ -57,7 +57,7 @@ pub enum RenderError {
         max: f32,
     },
     /// A panel was asked for a number of images it does not lay out.
-    #[error("a panel shows 2 to 4 images, got {0}")]
+    #[error("a panel shows 1 to 4 images, got {0}")]
     PanelCount(usize),
     /// One image of a panel could not be rendered; `source` says why.
     #[error("panel image {index} (caption {caption:?}): {source}")]

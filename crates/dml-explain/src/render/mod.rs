@@ -9,7 +9,7 @@
 //! - [`resize_bilinear`]: maps at feature resolution resampled to image resolution;
 //! - [`overlay()`]: `(1 - alpha) * image + alpha * jet(map)`;
 //! - [`draw_text`] and the built-in bitmap font, [`colorbar()`] with tick labels;
-//! - [`panel()`]: a figure of 2 to 4 images (original above, overlay below, a caption above
+//! - [`panel()`]: a figure of 1 to 4 images (original above, overlay below, a caption above
 //!   each column, one shared colour bar);
 //! - [`denormalize()`]: a normalised `[3, H, W]` network input back to an image;
 //! - [`save_png_atomic`]: writing a figure so that readers never see a half-written file.

@@ -90,7 +90,7 @@ struct Layout {
 
 /// Validates the items and computes the [`Layout`]; the single place of the size arithmetic.
 fn layout(items: &[PanelItem<'_>], style: &PanelStyle) -> Result<Layout, RenderError> {
-    if !(2..=4).contains(&items.len()) {
+    if !(1..=4).contains(&items.len()) {
         return Err(RenderError::PanelCount(items.len()));
     }
     let item_error = |index: usize, source: RenderError| RenderError::PanelItem {
@@ -187,7 +187,7 @@ pub fn panel_size(items: &[PanelItem<'_>], style: &PanelStyle) -> Result<(u32, u
     Ok((layout.width, layout.height))
 }
 
-/// Draws a figure for 2 to 4 images (e.g. anchor, positive, negative): each column holds its
+/// Draws a figure for 1 to 4 images (e.g. anchor, positive, negative): each column holds its
 /// caption, the image enlarged by an integer factor (nearest neighbour; see
 /// [`PanelStyle::min_image_height`]), and below it the overlay of its map on the enlarged
 /// image; a colour bar with min, mid and max labels of the shared value range stands at the
@@ -308,7 +308,19 @@ mod tests {
         let map = [0.0; 4];
         let style = PanelStyle::default();
         let one = [item(&image, &map, "a")];
-        assert!(matches!(panel(&one, &style), Err(RenderError::PanelCount(1))));
+        assert!(
+            panel(&one, &style).is_ok(),
+            "a single image with its overlay and colour bar"
+        );
+        assert!(matches!(panel(&[], &style), Err(RenderError::PanelCount(0))));
+        let five = [
+            item(&image, &map, "a"),
+            item(&image, &map, "b"),
+            item(&image, &map, "c"),
+            item(&image, &map, "d"),
+            item(&image, &map, "e"),
+        ];
+        assert!(matches!(panel(&five, &style), Err(RenderError::PanelCount(5))));
         let short = [0.0; 3];
         let items = [item(&image, &map, "anchor"), item(&image, &short, "positive")];
         let err = panel(&items, &style).unwrap_err();
