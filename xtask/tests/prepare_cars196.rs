@@ -560,7 +560,7 @@ fn corrupt_jpeg_fails_naming_it() {
 /// `miUTF8` text (with a non-ASCII letter), `uint8`/`uint16` classes and struct and cell
 /// arrays as scipy lays them out.
 fn scipy_fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cars_annos_scipy.mat")
+    dml_testkit::workspace_root().join("xtask/tests/fixtures/cars_annos_scipy.mat")
 }
 
 const SCIPY_CLASSES: [u32; 12] = [1, 1, 2, 2, 98, 98, 99, 99, 100, 100, 196, 196];

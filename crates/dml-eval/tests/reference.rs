@@ -14,10 +14,7 @@ use serde_json::Value;
 
 /// The fixture directory: `$DML_REFERENCE_DIR` or the workspace default.
 fn reference_dir() -> PathBuf {
-    match std::env::var_os("DML_REFERENCE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/reference")),
-    }
+    dml_testkit::reference_dir("reference")
 }
 
 /// A `rows × dim` matrix from a JSON array of equally long number arrays, as `f32` (PML evaluated float32

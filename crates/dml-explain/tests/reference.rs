@@ -44,7 +44,7 @@ fn weights_path(case: &Case, name: &str) -> Result<PathBuf, String> {
     let candidates = [
         dir.join(name),
         dir.join("../weights").join(name),
-        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/weights")).join(name),
+        dml_testkit::workspace_root().join("tests/fixtures/weights").join(name),
     ];
     candidates
         .iter()

@@ -141,7 +141,7 @@ fn tiny_torchvision_resnets_reproduce_pytorch() {
 }
 
 fn weights(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/weights")).join(name)
+    dml_testkit::workspace_root().join("tests/fixtures/weights").join(name)
 }
 
 fn tiny18() -> ResNetConfig {

@@ -15,8 +15,24 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-/// The workspace root, derived from this crate's location (`crates/dml-testkit`).
+/// The workspace root: the nearest ancestor holding `Cargo.lock` of the package directory that
+/// `cargo test` gives the running test (`CARGO_MANIFEST_DIR` at run time), else derived from this
+/// crate's compile-time location (`crates/dml-testkit`).
+///
+/// The run-time lookup matters when two checkouts share a target directory: a test binary that
+/// cargo did not rebuild still carries the other checkout's compile-time path.
 pub fn workspace_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
+        let mut dir = PathBuf::from(dir);
+        loop {
+            if dir.join("Cargo.lock").is_file() {
+                return dir;
+            }
+            if !dir.pop() {
+                break;
+            }
+        }
+    }
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
