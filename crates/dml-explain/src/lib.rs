@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod attention;
+pub mod avsl;
 mod error;
 pub mod faithfulness;
 pub mod render;

@@ -10,6 +10,7 @@
 //! and unused keys and fails on a shape mismatch naming the key and both shapes.
 #![warn(missing_docs)]
 
+mod avsl;
 mod bn_inception;
 mod error;
 mod head;
@@ -25,6 +26,7 @@ mod small_cnn;
 mod test_support;
 mod weights;
 
+pub use avsl::{AvslLevel, AvslLevelOutput};
 pub use bn_inception::{BnInception, BnInceptionConfig};
 pub use error::ModelError;
 pub use head::{EmbeddingHead, EmbeddingHeadConfig, Pooling};

@@ -1,0 +1,30 @@
+//! The explanation methods against their oracles: every case of the kinds below in
+//! `$DML_REFERENCE_DIR` (default: the workspace's `tests/fixtures/reference`), each failing case
+//! named; the folder must hold at least one case of these kinds.
+//!
+//! - `similarity_attention` (PyTorch; Zheng et al., Eq. 1–3): [`similarity_attention`].
+//! - `avsl` (the authors' code, zbr17/AVSL; Zhang et al., Eq. 1–11): [`avsl`].
+
+mod avsl;
+mod similarity_attention;
+
+use dml_testkit::{Report, cases_or_panic};
+
+const KINDS: [&str; 2] = ["similarity_attention", "avsl"];
+
+#[test]
+fn explanation_cases_match_their_oracles() {
+    let mut report = Report::new();
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for case in cases_or_panic("reference", &KINDS) {
+        *counts.entry(case.kind().to_string()).or_default() += 1;
+        let outcome = match case.kind() {
+            "similarity_attention" => similarity_attention::run(&case),
+            "avsl" => avsl::run(&case),
+            other => Err(format!("no checker for kind {other}")),
+        };
+        report.record(&case, outcome);
+    }
+    eprintln!("cases per kind: {counts:?}");
+    report.finish("explanation");
+}
