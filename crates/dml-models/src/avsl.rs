@@ -83,3 +83,67 @@ impl AvslLevel {
         AvslLevelOutput { embedding, cam }
     }
 }
+
+dml_config::config! {
+    /// Which backbone stages AVSL embeds and into how many dimensions (Zhang et al., Sec. 4.1:
+    /// ResNet `layer2`–`layer4`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct AvslEmbedderConfig {
+        /// Stage names, low to high (see `Backbone::stage_names`); empty: the backbone's last three
+        /// stages (`layer2`–`layer4` of a ResNet, `stage2`–`stage4` of the small CNN,
+        /// `inception_3b`, `inception_4d`, `inception_5b` of BN-Inception).
+        pub stages: Vec<String> = Vec::new(),
+        /// Dimensions `r` of every level's embedding.
+        pub dim: usize = 128,
+    }
+}
+
+/// AVSL's embedder: one [`AvslLevel`] per chosen backbone stage.
+#[derive(Module, Debug)]
+pub struct AvslEmbedder {
+    /// The levels, low to high.
+    pub levels: Vec<AvslLevel>,
+    /// The backbone stage index of each level.
+    #[module(skip)]
+    pub stages: Vec<usize>,
+}
+
+impl AvslEmbedderConfig {
+    /// Builds the embedder for `backbone`: the stages are resolved by name (an unknown one is an
+    /// error listing the backbone's) and their channel counts read from one forward pass of a
+    /// 64 × 64 image, so that every backbone and any stage choice work alike.
+    pub fn init(&self, backbone: &crate::Backbone, device: &Device) -> Result<AvslEmbedder, ModelError> {
+        let names = backbone.stage_names();
+        let stages: Vec<usize> = if self.stages.is_empty() {
+            (names.len().saturating_sub(3)..names.len()).collect()
+        } else {
+            self.stages
+                .iter()
+                .map(|s| backbone.stage_index(s))
+                .collect::<Result<_, _>>()?
+        };
+        if stages.len() < 2 || stages.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ModelError::Config(format!(
+                "AVSL needs at least two stages in increasing order, got {:?}",
+                stages.iter().map(|&s| names[s]).collect::<Vec<_>>()
+            )));
+        }
+        let probe = backbone.forward_features(Tensor::zeros([1, 3, 64, 64], device));
+        let levels = stages
+            .iter()
+            .map(|&s| AvslLevel::new(probe.stages[s].dims()[1], self.dim, device))
+            .collect::<Result<_, _>>()?;
+        Ok(AvslEmbedder { levels, stages })
+    }
+}
+
+impl AvslEmbedder {
+    /// Every level's embedding and CAM from the backbone's stage maps.
+    pub fn forward(&self, maps: &crate::FeatureMaps) -> Vec<AvslLevelOutput> {
+        self.levels
+            .iter()
+            .zip(&self.stages)
+            .map(|(level, &s)| level.forward(maps.stages[s].clone()))
+            .collect()
+    }
+}

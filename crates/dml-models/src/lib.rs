@@ -26,7 +26,7 @@ mod small_cnn;
 mod test_support;
 mod weights;
 
-pub use avsl::{AvslLevel, AvslLevelOutput};
+pub use avsl::{AvslEmbedder, AvslEmbedderConfig, AvslLevel, AvslLevelOutput};
 pub use bn_inception::{BnInception, BnInceptionConfig};
 pub use error::ModelError;
 pub use head::{EmbeddingHead, EmbeddingHeadConfig, Pooling};
