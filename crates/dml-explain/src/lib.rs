@@ -14,6 +14,7 @@ pub mod avsl;
 mod error;
 pub mod faithfulness;
 pub mod render;
+pub mod saliency;
 
 pub use attention::cam::cam;
 pub use attention::closed_form::{head_alpha, head_gradient, stage_alpha};

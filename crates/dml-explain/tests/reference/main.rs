@@ -4,13 +4,16 @@
 //!
 //! - `similarity_attention` (PyTorch; Zheng et al., Eq. 1–3): [`similarity_attention`].
 //! - `avsl` (the authors' code, zbr17/AVSL; Zhang et al., Eq. 1–11): [`avsl`].
+//! - `smoothgrad` (the authors' explainer, konstantinkobs/DML-analysis; Kobs et al., Eq. 1–2):
+//!   [`smoothgrad`].
 
 mod avsl;
 mod similarity_attention;
+mod smoothgrad;
 
 use dml_testkit::{Report, cases_or_panic};
 
-const KINDS: [&str; 2] = ["similarity_attention", "avsl"];
+const KINDS: [&str; 3] = ["similarity_attention", "avsl", "smoothgrad"];
 
 #[test]
 fn explanation_cases_match_their_oracles() {
@@ -21,6 +24,7 @@ fn explanation_cases_match_their_oracles() {
         let outcome = match case.kind() {
             "similarity_attention" => similarity_attention::run(&case),
             "avsl" => avsl::run(&case),
+            "smoothgrad" => smoothgrad::run(&case),
             other => Err(format!("no checker for kind {other}")),
         };
         report.record(&case, outcome);

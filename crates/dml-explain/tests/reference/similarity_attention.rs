@@ -20,15 +20,15 @@ use dml_models::{Backbone, BlockKind, EmbeddingHead, EmbeddingModel, Pooling, Re
 use dml_testkit::{Array, Case, Tolerance, get};
 use serde_json::Value;
 
-fn values<const D: usize>(t: Tensor<D>) -> Vec<f64> {
+pub fn values<const D: usize>(t: Tensor<D>) -> Vec<f64> {
     t.into_data().iter::<f64>().collect()
 }
 
-fn array(v: &Value, path: &str) -> Result<Array, String> {
+pub fn array(v: &Value, path: &str) -> Result<Array, String> {
     Array::from_json(get(v, path)?, path)
 }
 
-fn tensor<const D: usize>(a: &Array, device: &Device) -> Result<Tensor<D>, String> {
+pub fn tensor<const D: usize>(a: &Array, device: &Device) -> Result<Tensor<D>, String> {
     let shape: [usize; D] = a
         .shape
         .clone()
@@ -53,7 +53,8 @@ fn weights_path(case: &Case, name: &str) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("weights {name} not found in {candidates:?}"))
 }
 
-fn model(case: &Case, device: &Device) -> Result<EmbeddingModel, String> {
+/// The tiny torchvision ResNet-18 of a case with its head `f = normalize(W GAP(layer4) + b)`, in eval mode.
+pub fn model(case: &Case, device: &Device) -> Result<EmbeddingModel, String> {
     let c = get(&case.json, "config.backbone")?;
     if c["block"].as_str() != Some("BasicBlock") {
         return Err(format!("unsupported block {}", c["block"]));
