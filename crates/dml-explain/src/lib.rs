@@ -9,6 +9,7 @@
 //! [`dml_models::EmbeddingModel`] and returns maps as tensors.
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod attention;
 pub mod avsl;
 mod error;

@@ -56,6 +56,9 @@ pub enum RenderError {
         /// The upper end as given.
         max: f32,
     },
+    /// A figure's inputs do not fit together; the message names them.
+    #[error("{0}")]
+    Config(String),
     /// A panel was asked for a number of images it does not lay out.
     #[error("a panel shows 1 to 4 images, got {0}")]
     PanelCount(usize),

@@ -11,6 +11,8 @@
 //! - [`draw_text`] and the built-in bitmap font, [`colorbar()`] with tick labels;
 //! - [`panel()`]: a figure of 1 to 4 images (original above, overlay below, a caption above
 //!   each column, one shared colour bar);
+//! - [`matrix_heatmap`]: a labelled matrix (e.g. model-to-model correlations) with its values;
+//! - [`map_grid`]: images in rows, one overlay per model in columns;
 //! - [`denormalize()`]: a normalised `[3, H, W]` network input back to an image;
 //! - [`save_png_atomic`]: writing a figure so that readers never see a half-written file.
 
@@ -19,6 +21,8 @@ mod colormap;
 mod denormalize;
 mod error;
 mod font;
+mod grid;
+mod heatmap;
 mod overlay;
 mod panel;
 mod range;
@@ -30,6 +34,8 @@ pub use colormap::{NAN_COLOUR, colormap};
 pub use denormalize::{IMAGENET_MEAN, IMAGENET_STD, denormalize};
 pub use error::RenderError;
 pub use font::{GLYPH_ADVANCE, GLYPH_CELL_HEIGHT, GLYPH_WIDTH, draw_text, glyph, text_height, text_width};
+pub use grid::{GridRow, map_grid};
+pub use heatmap::matrix_heatmap;
 pub use overlay::overlay;
 pub use panel::{PanelItem, PanelStyle, panel, panel_size};
 pub use range::ValueRange;

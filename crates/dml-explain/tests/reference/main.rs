@@ -6,14 +6,28 @@
 //! - `avsl` (the authors' code, zbr17/AVSL; Zhang et al., Eq. 1–11): [`avsl`].
 //! - `smoothgrad` (the authors' explainer, konstantinkobs/DML-analysis; Kobs et al., Eq. 1–2):
 //!   [`smoothgrad`].
+//! - `saliency_comparison`, `nr_precision`, `mann_whitney` (NumPy / SciPy and the authors' code;
+//!   Kobs et al., Sec. 3.1, Eq. 4–5, Sec. 4.2): [`saliency_comparison`], [`nr_precision`],
+//!   [`mann_whitney`].
 
+mod analysis_common;
 mod avsl;
+mod mann_whitney;
+mod nr_precision;
+mod saliency_comparison;
 mod similarity_attention;
 mod smoothgrad;
 
 use dml_testkit::{Report, cases_or_panic};
 
-const KINDS: [&str; 3] = ["similarity_attention", "avsl", "smoothgrad"];
+const KINDS: [&str; 6] = [
+    "similarity_attention",
+    "avsl",
+    "smoothgrad",
+    "saliency_comparison",
+    "nr_precision",
+    "mann_whitney",
+];
 
 #[test]
 fn explanation_cases_match_their_oracles() {
@@ -25,6 +39,11 @@ fn explanation_cases_match_their_oracles() {
             "similarity_attention" => similarity_attention::run(&case),
             "avsl" => avsl::run(&case),
             "smoothgrad" => smoothgrad::run(&case),
+            "saliency_comparison" => {
+                analysis_common::run_with(&case.json, saliency_comparison::run_saliency_comparison)
+            }
+            "nr_precision" => analysis_common::run_with(&case.json, nr_precision::run_nr_precision),
+            "mann_whitney" => analysis_common::run_with(&case.json, mann_whitney::run_mann_whitney),
             other => Err(format!("no checker for kind {other}")),
         };
         report.record(&case, outcome);
