@@ -7,6 +7,7 @@
 //! ndarray, wgpu and cuda.
 #![warn(missing_docs)]
 
+pub mod analyze;
 pub mod checkpoint;
 pub mod config;
 pub mod data;

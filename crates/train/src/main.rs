@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use dml_explain::saliency::smoothgrad::MapOrder;
+use train::analyze::{AnalyzeRequest, analyze};
 use train::evaluate::{DimlEval, EvalRequest, run_eval, table};
 use train::explain::{AttentionRequest, FaithfulnessRequest, explain_attention, faithfulness};
 use train::{RunOptions, Shortcuts, TrainConfig};
@@ -34,6 +36,84 @@ enum Command {
     /// faithfulness on the synthetic set.
     #[command(subcommand)]
     Explain(ExplainCommand),
+    /// Do different losses learn different features? SmoothGrad saliency compared between the
+    /// runs, NR-Precision of the image properties, group tests (Kobs et al., ICCV 2021).
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Args)]
+struct AnalyzeArgs {
+    /// Run directories (at least two), trained on the same dataset.
+    #[arg(required = true, num_args = 2..)]
+    runs: Vec<PathBuf>,
+    /// A named group of runs by directory name: `--group ranking=a,b`; the first two groups are
+    /// compared by a Mann-Whitney U test per property.
+    #[arg(long = "group", value_name = "NAME=RUN,RUN")]
+    groups: Vec<String>,
+    /// best | latest | a checkpoint directory.
+    #[arg(long, default_value = "latest")]
+    checkpoint: String,
+    /// Test images whose saliency is compared.
+    #[arg(long, default_value_t = 200)]
+    images: usize,
+    /// SmoothGrad samples per image.
+    #[arg(long, default_value_t = 50)]
+    samples: usize,
+    /// code (the authors' post-processing order) | paper.
+    #[arg(long, default_value = "code")]
+    order: String,
+    /// Seed of the image choice and the SmoothGrad noise.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Device (default: each run's).
+    #[arg(long)]
+    device: Option<String>,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// No progress bars.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn run_analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
+    let groups = args
+        .groups
+        .iter()
+        .map(|g| {
+            let (name, members) = g
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("--group {g:?}: write NAME=RUN,RUN"))?;
+            Ok((name.to_string(), members.split(',').map(str::to_string).collect()))
+        })
+        .collect::<anyhow::Result<Vec<(String, Vec<String>)>>>()?;
+    let order = match args.order.as_str() {
+        "code" => MapOrder::Code,
+        "paper" => MapOrder::Paper,
+        other => anyhow::bail!("--order {other:?}: expected code or paper"),
+    };
+    let report = analyze(&AnalyzeRequest {
+        runs: args.runs.clone(),
+        groups,
+        checkpoint: args.checkpoint.clone(),
+        images: args.images,
+        samples: args.samples,
+        order,
+        seed: args.seed,
+        device: args.device.clone(),
+        out: args.out.clone(),
+        progress: !args.quiet,
+    })?;
+    println!(
+        "{} models, {} images, {:.1} saliency maps/s",
+        report.models.len(),
+        report.images,
+        report.maps_per_second
+    );
+    for file in &report.files {
+        println!("wrote {}", file.display());
+    }
+    Ok(())
 }
 
 #[derive(Debug, Subcommand)]
@@ -297,6 +377,7 @@ fn main() -> ExitCode {
         })
         .map_err(Into::into),
         Some(Command::Explain(ExplainCommand::Faithfulness(args))) => run_faithfulness(args),
+        Some(Command::Analyze(args)) => run_analyze(args),
         Some(Command::Eval(args)) => run_eval(&EvalRequest {
             run: args.run.clone(),
             checkpoint: args.checkpoint.clone(),

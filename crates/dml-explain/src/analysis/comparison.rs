@@ -28,7 +28,7 @@ use super::error::AnalysisError;
 pub const FISHER_Z_LIMIT: f64 = 20.0;
 
 /// A Jensen–Shannon divergence in both units the paper's pipeline uses.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Jsd {
     /// Natural-log JSD: `scipy.spatial.distance.jensenshannon(p, q) ** 2`, in `[0, ln 2]`; what
     /// `compare_gradients.py` stores.
@@ -49,7 +49,7 @@ impl Jsd {
 
 /// Correlations averaged in Fisher-z space (Sec. 3.1, following Silver & Dunlap, the paper's
 /// ref. 29).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct FisherSummary {
     /// `tanh(mean_i z_i)`, `z_i = atanh r_i` (clamped, see [`FISHER_Z_LIMIT`]): the mean
     /// correlation the paper's tables report.

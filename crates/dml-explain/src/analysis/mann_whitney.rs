@@ -23,7 +23,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 use super::error::AnalysisError;
 
 /// The Mann–Whitney U test of `x` against `y`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MannWhitney {
     /// `n1 = |x|`.
     pub n1: usize,

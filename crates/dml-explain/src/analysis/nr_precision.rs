@@ -28,7 +28,7 @@ use super::error::AnalysisError;
 pub const NR_PRECISION_CRITICAL_VALUE: f64 = 2.576;
 
 /// The NR-Precision of one property over `n` items (Eq. 5), with its per-query terms.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NrPrecision {
     /// `R` per query: the count of the query's value minus 1, `[n]`.
     pub per_query_r: Vec<usize>,
