@@ -1,19 +1,22 @@
 //! Tests of the synthetic set generator: determinism (and a pinned fingerprint of one
 //! small set, so that a refactoring cannot change the output silently), the manifest's
 //! property columns, the rendered images, the object masks and their agreement with the
-//! pixels, the claim that the class lives in the shape and not in the colour, and the
-//! no-half-written-output guarantee.
+//! pixels, the claim that the class lives in the shape and not in the colour, the
+//! invisible `control` column (uniform, independent of everything, ignored by the
+//! renderer), and the no-half-written-output guarantee.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use dml_data::{Manifest, Split};
 use dml_datasets::DatasetError;
-use dml_datasets::synth::{SynthConfig, generate, mask_path, plan, read_mask, render, render_with_mask};
+use dml_datasets::synth::{
+    CONTROL_LEVELS, PROPERTIES, SynthConfig, generate, mask_path, plan, read_mask, render, render_with_mask,
+};
 use dml_testkit::read_tree;
 
 /// The property columns and their level counts that the spec promises, in manifest order.
-const EXPECTED_PROPERTIES: [(&str, u32); 10] = [
+const EXPECTED_PROPERTIES: [(&str, u32); 11] = [
     ("rotation", 8),
     ("object_hue", 8),
     ("object_saturation", 3),
@@ -24,6 +27,7 @@ const EXPECTED_PROPERTIES: [(&str, u32); 10] = [
     ("light_elevation", 3),
     ("light_azimuth", 8),
     ("camera_height", 4),
+    ("control", 8),
 ];
 
 const CLASS_NAMES: [&str; 10] = [
@@ -522,18 +526,37 @@ fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
     hash
 }
 
+/// The manifest at `path` as it was written before the `control` column existed: the
+/// same writer, with that last column dropped from the header and from every record.
+fn manifest_bytes_without_control(path: &Path, scratch: &Path) -> Vec<u8> {
+    let mut manifest = Manifest::read(path).expect("valid manifest");
+    assert_eq!(
+        manifest.property_names.pop().as_deref(),
+        Some("control"),
+        "the control must be the last column, after every column the pin below covers"
+    );
+    for record in &mut manifest.records {
+        record.properties.pop();
+    }
+    manifest.write(scratch).expect("write the reduced manifest");
+    std::fs::read(scratch).expect("read the reduced manifest")
+}
+
 /// The output is part of the format: runs name their data directory by the image count
 /// and size only, and expect the same images there whichever version generated them. The
-/// fingerprint was taken from the renderer as it was before it moved out of `xtask`; it
-/// covers the manifest and the decoded pixels (not the PNG bytes, which an encoder update
-/// may legitimately change).
+/// first fingerprint was taken from the renderer as it was before it moved out of
+/// `xtask`; it covers the manifest and the decoded pixels (not the PNG bytes, which an
+/// encoder update may legitimately change). It predates the `control` column, so it
+/// hashes the manifest without that column: it still proves that the images and every
+/// earlier column are unchanged, and the full manifest has a pin of its own below.
 #[test]
 fn a_small_set_renders_exactly_as_pinned() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let manifest = run(&tmp.path().join("out"), 20, 0, 32).expect("run");
+    let manifest_path = manifest.root.join("manifest.csv");
     let mut hash = fnv1a(
         0xcbf2_9ce4_8422_2325,
-        &std::fs::read(manifest.root.join("manifest.csv")).expect("manifest"),
+        &manifest_bytes_without_control(&manifest_path, &tmp.path().join("without-control.csv")),
     );
     for i in 0..manifest.records.len() {
         hash = fnv1a(hash, load_rgb(&manifest, i).as_raw());
@@ -552,6 +575,151 @@ fn a_small_set_renders_exactly_as_pinned() {
         mask_hash, 0xf66a_0897_57d5_a197,
         "the masks of the synthetic set of seed 0 changed (fingerprint {mask_hash:#018x})"
     );
+    // The whole manifest, `control` column included, pinned when the column was added:
+    // the control levels are part of the format as much as the visible ones.
+    let manifest_hash = fnv1a(0xcbf2_9ce4_8422_2325, &std::fs::read(&manifest_path).expect("manifest"));
+    assert_eq!(
+        manifest_hash, 0x0caf_8e40_6378_5ce8,
+        "the manifest of the synthetic set of seed 0 changed (fingerprint {manifest_hash:#018x})"
+    );
+}
+
+/// Pearson's chi-square statistic of the contingency table `counts` (rows × columns)
+/// against independence of its two factors, with its degrees of freedom.
+fn chi_square_independence(counts: &[Vec<usize>]) -> (f64, usize) {
+    let total: usize = counts.iter().flatten().sum();
+    let rows: Vec<usize> = counts.iter().map(|r| r.iter().sum()).collect();
+    let columns: Vec<usize> = (0..counts[0].len())
+        .map(|j| counts.iter().map(|r| r[j]).sum())
+        .collect();
+    let mut statistic = 0.0;
+    for (row, &row_total) in counts.iter().zip(&rows) {
+        for (&count, &column_total) in row.iter().zip(&columns) {
+            let expected = row_total as f64 * column_total as f64 / total as f64;
+            statistic += (count as f64 - expected).powi(2) / expected;
+        }
+    }
+    (statistic, (rows.len() - 1) * (columns.len() - 1))
+}
+
+/// Pearson's chi-square statistic of `counts` against equal expectations, with its
+/// degrees of freedom.
+fn chi_square_uniform(counts: &[usize]) -> (f64, usize) {
+    let expected = counts.iter().sum::<usize>() as f64 / counts.len() as f64;
+    let statistic = counts.iter().map(|&c| (c as f64 - expected).powi(2) / expected).sum();
+    (statistic, counts.len() - 1)
+}
+
+/// A generous upper bound for a chi-square statistic with `df` degrees of freedom under
+/// the null hypothesis: its mean plus six standard deviations (`df + 6·√(2·df)`), far
+/// beyond the 99.9 % quantile for every `df` used here, while a dependent column
+/// exceeds it by orders of magnitude.
+fn chi_square_bound(df: usize) -> f64 {
+    df as f64 + 6.0 * (2.0 * df as f64).sqrt()
+}
+
+/// The control must be what the paper's analysis needs from a negative control: uniform
+/// over its levels, and independent of the class and of every visible property, so that
+/// grouping images by it groups them at random. Keyed from the image's own stream, it
+/// would repeat the rotation (its first draw); keyed by the class, it would be a function
+/// of the class: both fail the contingency tests below.
+#[test]
+fn control_is_uniform_and_independent_of_class_and_properties() {
+    let (seed, n) = (21, 4000);
+    let scenes = plan(seed, n);
+    let levels = CONTROL_LEVELS as usize;
+    let control = PROPERTIES.len() - 1;
+    assert_eq!(PROPERTIES[control].name, "control");
+    assert_eq!(PROPERTIES[control].levels, CONTROL_LEVELS);
+
+    let mut counts = vec![0usize; levels];
+    for p in &scenes {
+        counts[p.control as usize] += 1;
+    }
+    let (statistic, df) = chi_square_uniform(&counts);
+    println!("control levels {counts:?}: chi-square {statistic:.1} on {df} df");
+    assert!(
+        statistic < chi_square_bound(df),
+        "control levels are not uniform: {counts:?} (chi-square {statistic:.1} on {df} df)"
+    );
+    let expected = n as f64 / levels as f64;
+    assert!(
+        counts.iter().all(|&c| (c as f64 - expected).abs() < 0.2 * expected),
+        "a control level is off by more than 20 % of {expected}: {counts:?}"
+    );
+
+    // Against the class: a 10 × 8 table of (class, control) counts.
+    let table = |factor: &dyn Fn(&dml_datasets::synth::SceneParams) -> usize, factor_levels: usize| {
+        let mut table = vec![vec![0usize; levels]; factor_levels];
+        for p in &scenes {
+            table[factor(p)][p.control as usize] += 1;
+        }
+        chi_square_independence(&table)
+    };
+    let (statistic, df) = table(&|p| p.shape.class_id() as usize, 10);
+    println!("control vs class: chi-square {statistic:.1} on {df} df");
+    assert!(
+        statistic < chi_square_bound(df),
+        "the control depends on the class (chi-square {statistic:.1} on {df} df)"
+    );
+    // Against every visible property, level by level.
+    for (k, property) in PROPERTIES[..control].iter().enumerate() {
+        let (statistic, df) = table(&|p| p.levels()[k] as usize, property.levels as usize);
+        assert!(
+            statistic < chi_square_bound(df),
+            "the control depends on {} (chi-square {statistic:.1} on {df} df)",
+            property.name
+        );
+    }
+    // The test has power: a column that is a function of the class, or a copy of another
+    // column (here the control against itself), is rejected by far.
+    let (statistic, df) = {
+        let mut table = vec![vec![0usize; levels]; 10];
+        for p in &scenes {
+            let class = p.shape.class_id() as usize;
+            table[class][class % levels] += 1;
+        }
+        chi_square_independence(&table)
+    };
+    assert!(statistic > 10.0 * chi_square_bound(df), "{statistic:.1} on {df} df");
+    let (statistic, df) = table(&|p| p.control as usize, levels);
+    assert!(statistic > 10.0 * chi_square_bound(df), "{statistic:.1} on {df} df");
+}
+
+/// The renderer must ignore the control: scenes that differ only in it give the same
+/// image and the same mask, byte for byte, at every level.
+#[test]
+fn scenes_differing_only_in_the_control_render_identically() {
+    let size = 24;
+    for (i, p) in plan(13, 12).iter().enumerate() {
+        let (image, mask) = render_with_mask(p, size);
+        for level in 0..CONTROL_LEVELS {
+            let mut other = *p;
+            other.control = level;
+            assert_eq!(
+                other.levels()[..PROPERTIES.len() - 1],
+                p.levels()[..PROPERTIES.len() - 1]
+            );
+            let (other_image, other_mask) = render_with_mask(&other, size);
+            assert_eq!(
+                other_image.as_raw(),
+                image.as_raw(),
+                "scene {i}: control {level} instead of {} changed the image",
+                p.control
+            );
+            assert_eq!(
+                other_mask.as_raw(),
+                mask.as_raw(),
+                "scene {i}: control {level} instead of {} changed the mask",
+                p.control
+            );
+            assert_eq!(
+                render(&other, size),
+                image,
+                "scene {i}: `render` and `render_with_mask` disagree"
+            );
+        }
+    }
 }
 
 #[test]

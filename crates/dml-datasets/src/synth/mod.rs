@@ -10,6 +10,13 @@
 //! lighting and background carry no information about the class, the only class cue is
 //! the shape: a model has to learn it.
 //!
+//! One more column, `control` (levels `0..8`), is a negative control for property
+//! analyses: it is drawn uniformly and independently like the others but changes no
+//! pixel, since the renderer never reads it, so its NR-Precision on any embedding must be
+//! ≈ 0. It comes from a ChaCha8 stream of its own (keyed by the seed, the image index and
+//! a tag no other draw uses), which left every other property, image and mask exactly as
+//! they were before the column existed.
+//!
 //! Classes 0–4 (sphere, cube, cylinder, cone, torus) form the `train` split and classes
 //! 5–9 (octahedron, capsule, hexagonal prism, square pyramid, ellipsoid) the `test` split,
 //! a zero-shot DML split.
@@ -42,7 +49,9 @@ use rayon::prelude::*;
 
 pub use masks::{IMAGES_DIR, MASKS_DIR, mask_path, read_mask};
 pub use render::{MASK_BACKGROUND, MASK_OBJECT, render, render_with_mask};
-pub use scene::{ColourLevels, PROPERTIES, Property, SceneParams, TILT_DEGREES, hsv_to_rgb, property_names};
+pub use scene::{
+    CONTROL_LEVELS, ColourLevels, PROPERTIES, Property, SceneParams, TILT_DEGREES, hsv_to_rgb, property_names,
+};
 pub use shapes::Shape;
 
 use crate::error::{DatasetError, Result};
@@ -119,10 +128,13 @@ impl SynthConfig {
     }
 }
 
-/// Stream tags that keep the class shuffle and the per-image draws independent even
-/// though both are keyed by the same seed.
+/// Stream tags that keep the class shuffle, the per-image draws of the visible
+/// properties and the per-image draw of the invisible control independent even though
+/// all are keyed by the same seed. The control has a tag of its own (rather than a later
+/// draw from the image's stream) so that a new column cannot shift any existing draw.
 const CLASS_STREAM: u64 = 1;
 const IMAGE_STREAM: u64 = 2;
+const CONTROL_STREAM: u64 = 3;
 
 /// A ChaCha8 generator keyed by the seed, a stream tag and an index. ChaCha is a
 /// pseudo-random function of its key, so distinct keys give independent streams.
@@ -139,8 +151,8 @@ fn keyed_rng(seed: u64, stream: u64, index: u64) -> ChaCha8Rng {
 /// The classes are balanced: a seeded shuffle of `0, 1, …, 9, 0, 1, …` assigns `n / 10`
 /// or `n / 10 + 1` images to every class, so each image's class is still uniform over the
 /// ten shapes and independent of everything else, while no class can come out with fewer
-/// than two images. Every other property is drawn independently and uniformly from the
-/// image's own stream.
+/// than two images. Every visible property is drawn independently and uniformly from the
+/// image's own stream, and the control from a second stream of the image's own.
 pub fn plan(seed: u64, n: usize) -> Vec<SceneParams> {
     let classes = Shape::ALL.len();
     let mut class_of: Vec<usize> = (0..n).map(|i| i % classes).collect();
@@ -148,7 +160,13 @@ pub fn plan(seed: u64, n: usize) -> Vec<SceneParams> {
     class_of
         .iter()
         .enumerate()
-        .map(|(i, &class)| SceneParams::sample(Shape::ALL[class], &mut keyed_rng(seed, IMAGE_STREAM, i as u64)))
+        .map(|(i, &class)| {
+            SceneParams::sample(
+                Shape::ALL[class],
+                &mut keyed_rng(seed, IMAGE_STREAM, i as u64),
+                &mut keyed_rng(seed, CONTROL_STREAM, i as u64),
+            )
+        })
         .collect()
 }
 
@@ -237,6 +255,19 @@ mod tests {
             counts[p.shape.class_id() as usize] += 1;
         }
         assert!(counts.iter().all(|&c| c == 5 || c == 6), "{counts:?}");
+    }
+
+    /// The control must come from its own keyed stream: drawn from the image's stream it
+    /// would either shift the visible draws (and change every image) or, as a first draw,
+    /// repeat the rotation.
+    #[test]
+    fn control_comes_from_its_own_stream() {
+        use rand::Rng;
+        let (seed, n) = (5, 64);
+        for (i, p) in plan(seed, n).iter().enumerate() {
+            let expected = keyed_rng(seed, CONTROL_STREAM, i as u64).random_range(0..CONTROL_LEVELS);
+            assert_eq!(p.control, expected, "image {i}");
+        }
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! and of every other property, the manifest columns can be used as ground-truth
 //! groupings for Normalized R-Precision (Kobs et al., ICCV 2021, section 4.1): a model
 //! that clusters images by, say, `light_azimuth` has picked up the lighting direction.
+//!
+//! The last column, `control`, is a negative control: it is drawn like the others but
+//! from a random stream of its own, and the renderer never reads it, so it changes no
+//! pixel. No embedding can cluster by it, and its NR-Precision must come out ≈ 0; a
+//! property analysis that reports more for it is measuring its own noise or a bug.
 
 use rand::Rng;
 
@@ -36,6 +41,10 @@ pub const LIGHT_ELEVATIONS: u32 = 3;
 pub const LIGHT_AZIMUTHS: u32 = 8;
 /// Number of camera heights.
 pub const CAMERA_HEIGHTS: u32 = 4;
+/// Number of levels of the invisible `control` property: as many as the rotation, the
+/// hues and the light azimuth have, so that the control's groups are as large as those
+/// of the visible 8-level properties it is compared with.
+pub const CONTROL_LEVELS: u32 = 8;
 
 /// The fixed tilt (degrees, about the camera's viewing axis before the yaw) that makes
 /// the yaw visible on shapes that are symmetric about their own axis (cylinder, cone,
@@ -43,7 +52,7 @@ pub const CAMERA_HEIGHTS: u32 = 4;
 pub const TILT_DEGREES: f32 = 25.0;
 
 /// Every property column, in manifest order.
-pub const PROPERTIES: [Property; 10] = [
+pub const PROPERTIES: [Property; 11] = [
     Property {
         name: "rotation",
         levels: ROTATIONS,
@@ -93,6 +102,11 @@ pub const PROPERTIES: [Property; 10] = [
         name: "camera_height",
         levels: CAMERA_HEIGHTS,
         meaning: "camera elevation 8°, 18°, 28°, 38° at distance 4.6, 5.0, 5.4, 5.8 (higher, farther, smaller object)",
+    },
+    Property {
+        name: "control",
+        levels: CONTROL_LEVELS,
+        meaning: "nothing: a negative control drawn from its own stream that the renderer never reads (NR-Precision ≈ 0)",
     },
 ];
 
@@ -156,18 +170,27 @@ pub struct SceneParams {
     /// Camera height level, `0..CAMERA_HEIGHTS`: elevation 8° + 10°·level and distance
     /// 4.6 + 0.4·level, so higher cameras look down more and see a smaller object.
     pub camera_height: u32,
+    /// Control level, `0..CONTROL_LEVELS`: a property that changes no pixel. The renderer
+    /// never reads it, so scenes that differ only here render to identical images and
+    /// masks, and an embedding's NR-Precision for it measures chance alone.
+    pub control: u32,
 }
 
 impl SceneParams {
-    /// Draws every property except the class uniformly and independently. The order of
-    /// the draws is part of the output format: changing it changes every dataset.
-    pub fn sample(shape: Shape, rng: &mut impl Rng) -> Self {
+    /// Draws every property except the class uniformly and independently: the visible
+    /// ones from `rng` and the control from `control_rng`. The order of the draws from
+    /// `rng` is part of the output format: changing it changes every dataset. The control
+    /// has a generator of its own so that adding it left every visible draw, and with
+    /// them every image, as it was; `control_rng` must therefore be independent of `rng`
+    /// (in [`plan`](super::plan), a ChaCha8 stream under a key of its own).
+    pub fn sample(shape: Shape, rng: &mut impl Rng, control_rng: &mut impl Rng) -> Self {
         let rotation = rng.random_range(0..ROTATIONS);
         let object = ColourLevels::sample(rng);
         let background = ColourLevels::sample(rng);
         let light_elevation = rng.random_range(0..LIGHT_ELEVATIONS);
         let light_azimuth = rng.random_range(0..LIGHT_AZIMUTHS);
         let camera_height = rng.random_range(0..CAMERA_HEIGHTS);
+        let control = control_rng.random_range(0..CONTROL_LEVELS);
         Self {
             shape,
             rotation,
@@ -176,6 +199,7 @@ impl SceneParams {
             light_elevation,
             light_azimuth,
             camera_height,
+            control,
         }
     }
 
@@ -192,6 +216,7 @@ impl SceneParams {
             self.light_elevation,
             self.light_azimuth,
             self.camera_height,
+            self.control,
         ]
     }
 
