@@ -263,14 +263,23 @@ pub fn analyze(req: &AnalyzeRequest) -> Result<AnalyzeReport, TrainError> {
         }
     }
 
-    // NR-Precision of every property column on each model's test embeddings.
-    let properties = &manifest.property_names;
+    // NR-Precision of the class (the synthetic set's shape) and of every property column on each
+    // model's test embeddings: the class is the positive reference, an invisible column such as the
+    // synthetic set's `control` the negative one.
+    let mut properties = vec!["class".to_string()];
+    properties.extend(manifest.property_names.iter().cloned());
+    let properties = &properties;
     let codes: Vec<Vec<u32>> = (0..properties.len())
         .map(|p| {
             let mut index = BTreeMap::<&str, u32>::new();
             (0..test.len())
                 .map(|item| {
-                    let value = manifest.records[test.record_index(item)].properties[p].as_str();
+                    let record = &manifest.records[test.record_index(item)];
+                    let value = if p == 0 {
+                        record.class_name.as_str()
+                    } else {
+                        record.properties[p - 1].as_str()
+                    };
                     let next = index.len() as u32;
                     *index.entry(value).or_insert(next)
                 })

@@ -87,12 +87,14 @@ fn analyze_two_losses_and_a_copy() {
     let other = pairs.iter().find(|p| p["b"] == "contrastive").unwrap();
     assert!(other["mean_r"].as_f64().unwrap() < 0.999, "{other}");
     let nr = report["nr_precision"].as_array().unwrap();
-    let shape = nr
-        .iter()
-        .find(|r| r["model"] == "margin" && r["property"] == "shape")
-        .or_else(|| nr.iter().find(|r| r["model"] == "margin"))
-        .unwrap();
-    assert!(shape["nr_precision"].as_f64().unwrap().is_finite());
+    // The class first, then every manifest property column, the invisible control among them.
+    for property in ["class", "rotation", "control"] {
+        let row = nr
+            .iter()
+            .find(|r| r["model"] == "margin" && r["property"] == property)
+            .unwrap_or_else(|| panic!("no {property} row"));
+        assert!(row["nr_precision"].as_f64().unwrap().is_finite(), "{row}");
+    }
     assert!(!report["group_tests"].as_array().unwrap().is_empty());
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
