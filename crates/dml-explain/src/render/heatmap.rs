@@ -33,29 +33,23 @@ pub fn matrix_heatmap(
     let cell = cell.max(8);
     let scale = scale.max(1);
     let margin = 8 * scale;
-    let label_w = labels.iter().map(|l| text_width(l, scale)).max().unwrap_or(0);
+    // Rows carry "index: label", columns only the index, so long names never overlap.
+    let row_labels: Vec<String> = labels.iter().enumerate().map(|(i, l)| format!("{i}: {l}")).collect();
+    let label_w = row_labels.iter().map(|l| text_width(l, scale)).max().unwrap_or(0);
     let text_h = text_height(scale);
     let grid = cell * n as u32;
     let bar = colorbar(grid, range, scale);
-    // Column labels are written one per row above the grid, aligned with their columns by index.
-    let top = margin + (text_h + 2) * n as u32 + margin;
+    let top = margin + text_h + margin;
     let left = margin + label_w + margin;
     let width = left + grid + margin + bar.width() + margin;
     let height = top + grid.max(bar.height()) + margin;
     let mut img = RgbImage::from_pixel(width, height, WHITE);
-    for (j, label) in labels.iter().enumerate() {
-        let y = margin + (text_h + 2) * j as u32;
-        let x = left + cell * j as u32;
-        draw_text(
-            &mut img,
-            i64::from(x),
-            i64::from(y),
-            &format!("{j}: {label}"),
-            scale,
-            BLACK,
-        );
+    for j in 0..n {
+        let text = j.to_string();
+        let x = left + cell * j as u32 + cell.saturating_sub(text_width(&text, scale)) / 2;
+        draw_text(&mut img, i64::from(x), i64::from(margin), &text, scale, BLACK);
     }
-    for (i, label) in labels.iter().enumerate() {
+    for (i, label) in row_labels.iter().enumerate() {
         let y = top + cell * i as u32 + cell.saturating_sub(text_h) / 2;
         draw_text(&mut img, i64::from(margin), i64::from(y), label, scale, BLACK);
         for j in 0..n {
@@ -70,9 +64,10 @@ pub fn matrix_heatmap(
             let text = if v.is_finite() { format!("{v:.2}") } else { "-".into() };
             let tw = text_width(&text, scale);
             if tw + 2 <= cell {
-                // Dark text on the light middle of the colormap, white on its dark ends.
-                let t = range.normalise(v);
-                let ink = if (0.25..=0.75).contains(&t) { BLACK } else { WHITE };
+                // Black on light cells, white on dark ones, by the cell colour's luminance.
+                let [r, g, b] = colour.0;
+                let luminance = 0.299 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(b);
+                let ink = if luminance > 110.0 { BLACK } else { WHITE };
                 let tx = x0 + (cell - tw) / 2;
                 let ty = y0 + cell.saturating_sub(text_h) / 2;
                 draw_text(&mut img, i64::from(tx), i64::from(ty), &text, scale, ink);
@@ -96,9 +91,9 @@ mod tests {
         assert!(matrix_heatmap(&[1.0], &labels, range, 40, 1).is_err());
         // A corner pixel of each cell (away from its printed value) has the cell's colour.
         let margin = 8;
-        let label_w = text_width("a", 1);
+        let label_w = text_width("0: a", 1);
         let left = margin + label_w + margin;
-        let top = margin + (text_height(1) + 2) * 2 + margin;
+        let top = margin + text_height(1) + margin;
         assert_eq!(*img.get_pixel(left + 1, top + 1), colormap(1.0));
         assert_eq!(*img.get_pixel(left + 40 + 1, top + 1), colormap(0.0));
     }
