@@ -136,3 +136,68 @@ fn certainty_of_focused_maps_exceeds_that_of_flat_ones() {
     }
     assert!(link_star(Tensor::<2>::zeros([3, 2], &device), 4).is_err());
 }
+
+#[test]
+fn the_training_objective_trains_reliability_through_d_hat_and_the_embedder_through_the_levels() {
+    use dml_explain::avsl::training::{AvslSettings, ReliabilityParams, avsl_loss};
+    use dml_losses::{LossConfig, MarginLossConfig};
+    use dml_models::AvslLevel;
+
+    let device = Device::flex().autodiff();
+    let dims = [4usize, 5, 6];
+    let channels = [3usize, 6, 8];
+    let sizes = [(8, 8), (4, 4), (2, 2)];
+    let levels: Vec<AvslLevel> = channels
+        .iter()
+        .zip(&dims)
+        .map(|(&c, &r)| AvslLevel::new(c, r, &device).unwrap())
+        .collect();
+    let labels = [0u32, 0, 1, 1, 2, 2, 3, 3];
+    let maps: Vec<Tensor<4>> = channels
+        .iter()
+        .zip(&sizes)
+        .map(|(&c, &(h, w))| random([8, c, h, w], &device).abs().require_grad())
+        .collect();
+    let outputs: Vec<_> = levels.iter().zip(&maps).map(|(l, z)| l.forward(z.clone())).collect();
+    let params = ReliabilityParams::new(&dims, &device);
+    let mut memory = LinkMemory::new(&dims, 0.5, &device).unwrap();
+    let loss = LossConfig::Margin(MarginLossConfig::default())
+        .init(4, 6, &device)
+        .unwrap();
+    let mut settings = AvslSettings {
+        topk: 2,
+        gamma: 10.0,
+        certainty: Certainty::Code,
+        level_weights: vec![0.0; 3],
+    };
+    // Only L(d̂): the reliability gets a gradient, the levels' inputs none.
+    let only_hat = avsl_loss(&outputs, &params, &mut memory, &settings, &loss, &labels, None, 0).unwrap();
+    assert!(memory.is_initialised());
+    for p in values(only_hat.graph.reliability[0].clone()) {
+        assert!((p - 0.5).abs() < 1e-6, "initial reliability {p}");
+    }
+    let grads = only_hat.loss.backward();
+    let g: f32 = params.bias[1].val().grad(&grads).unwrap().abs().sum().into_scalar();
+    assert!(g > 0.0, "d̂ must train the reliability");
+    assert!(
+        maps.iter().all(|z| z.grad(&grads).is_none()),
+        "d̂ must not train the embedder"
+    );
+    // With level weights the levels' inputs get gradients too.
+    settings.level_weights = vec![1.0, 1.0, 1.0];
+    let outputs: Vec<_> = levels.iter().zip(&maps).map(|(l, z)| l.forward(z.clone())).collect();
+    let full = avsl_loss(&outputs, &params, &mut memory, &settings, &loss, &labels, None, 0).unwrap();
+    let grads = full.loss.backward();
+    assert!(maps.iter().all(|z| z.grad(&grads).is_some()));
+    // Property 1 holds on the step's own graph.
+    let lambda = full.graph.attribution(&full.links);
+    let sum: f32 = lambda
+        .iter()
+        .map(|a| a.clone().sum())
+        .reduce(|a, b| a + b)
+        .unwrap()
+        .into_scalar();
+    assert!((sum / 64.0 - 6.0).abs() < 1e-3, "mean Σλ per pair = {}", sum / 64.0);
+    settings.level_weights = vec![1.0];
+    assert!(avsl_loss(&outputs, &params, &mut memory, &settings, &loss, &labels, None, 0).is_err());
+}

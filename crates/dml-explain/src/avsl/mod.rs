@@ -12,3 +12,4 @@ pub mod certainty;
 pub mod graph;
 pub mod link_star;
 pub mod links;
+pub mod training;
