@@ -39,11 +39,9 @@ fn explanation_cases_match_their_oracles() {
             "similarity_attention" => similarity_attention::run(&case),
             "avsl" => avsl::run(&case),
             "smoothgrad" => smoothgrad::run(&case),
-            "saliency_comparison" => {
-                analysis_common::run_with(&case.json, saliency_comparison::run_saliency_comparison)
-            }
-            "nr_precision" => analysis_common::run_with(&case.json, nr_precision::run_nr_precision),
-            "mann_whitney" => analysis_common::run_with(&case.json, mann_whitney::run_mann_whitney),
+            "saliency_comparison" => analysis_common::run_with(&case, saliency_comparison::run_saliency_comparison),
+            "nr_precision" => analysis_common::run_with(&case, nr_precision::run_nr_precision),
+            "mann_whitney" => analysis_common::run_with(&case, mann_whitney::run_mann_whitney),
             other => Err(format!("no checker for kind {other}")),
         };
         report.record(&case, outcome);
