@@ -27,6 +27,7 @@ use crate::data;
 use crate::error::TrainError;
 use crate::eval;
 use crate::explain::{RunModel, load_run_model};
+use crate::trainer::progress_bar;
 
 /// What `train analyze` is asked to do.
 #[derive(Debug, Clone)]
@@ -134,18 +135,6 @@ fn name_of(run: &Path) -> String {
         .map_or_else(|| run.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-fn bar(enabled: bool, len: usize, prefix: &str) -> indicatif::ProgressBar {
-    if !enabled {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} ({elapsed})") {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_prefix(prefix.to_string());
-    bar
-}
-
 /// Runs the analysis of `req` (see the module documentation) and writes its files into `req.out`.
 pub fn analyze(req: &AnalyzeRequest) -> Result<AnalyzeReport, TrainError> {
     if req.runs.len() < 2 {
@@ -213,11 +202,18 @@ pub fn analyze(req: &AnalyzeRequest) -> Result<AnalyzeReport, TrainError> {
         c.dedup();
         c.len().max(2)
     };
+    // Every model sees the same images: decode and transform each once.
+    let images_hw: Vec<(Vec<f32>, usize, usize)> = items
+        .iter()
+        .map(|&item| {
+            let (values, (h, w)) = test.load(item, 0)?;
+            Ok((values, h as usize, w as usize))
+        })
+        .collect::<Result<_, TrainError>>()?;
     let started = std::time::Instant::now();
-    let progress = bar(req.progress, runs.len() * items.len(), "saliency");
+    let progress = progress_bar(req.progress, runs.len() * items.len(), "saliency".into());
     let mut maps: Vec<Vec<Vec<f32>>> = Vec::with_capacity(runs.len());
     let mut distances = Vec::with_capacity(runs.len());
-    let mut images_hw = Vec::with_capacity(items.len());
     for run in &runs {
         let device = run.device.clone().autodiff();
         let model = run.model.clone().fork(&device);
@@ -228,13 +224,9 @@ pub fn analyze(req: &AnalyzeRequest) -> Result<AnalyzeReport, TrainError> {
         let distance = loss.distance().clone();
         distances.push(format!("{distance:?}"));
         let mut model_maps = Vec::with_capacity(items.len());
-        for (k, &item) in items.iter().enumerate() {
-            let (values, (h, w)) = test.load(item, 0)?;
-            let (h, w) = (h as usize, w as usize);
-            if images_hw.len() < items.len() {
-                images_hw.push((values.clone(), h, w));
-            }
-            let image = Tensor::<3>::from_data(TensorData::new(values, [3, h, w]), &device);
+        for (k, (values, h, w)) in images_hw.iter().enumerate() {
+            let (h, w) = (*h, *w);
+            let image = Tensor::<3>::from_data(TensorData::new(values.clone(), [3, h, w]), &device);
             let base = black_image_tensor(h, w, data_config.mean, data_config.std, &device);
             let seed = dml_data::mix(req.seed, k as u64);
             let sg = smoothgrad(&model, image, base, req.samples, 0.15, seed, &distance)?;
@@ -287,7 +279,7 @@ pub fn analyze(req: &AnalyzeRequest) -> Result<AnalyzeReport, TrainError> {
         })
         .collect();
     let columns: Vec<&[u32]> = codes.iter().map(Vec::as_slice).collect();
-    let progress = bar(req.progress, runs.len(), "embeddings");
+    let progress = progress_bar(req.progress, runs.len(), "embeddings".into());
     let mut nr: Vec<Vec<NrPrecision>> = Vec::with_capacity(runs.len());
     for run in &runs {
         let e = eval::embed(

@@ -8,7 +8,6 @@ use dml_data::Split;
 use dml_ot::{GridPoolConfig, StructuralRerankerConfig};
 
 use crate::checkpoint;
-use crate::config::TrainConfig;
 use crate::data;
 use crate::error::TrainError;
 use crate::eval::{self, EvalData, Metrics, SplitEmbeddings};
@@ -113,23 +112,19 @@ fn no_checkpoint(run: &Path) -> TrainError {
 
 /// Runs an evaluation request.
 pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
-    let mut config = TrainConfig::read(&req.run.join("config.toml"))?;
+    let RunModel {
+        mut config,
+        checkpoint: dir,
+        model,
+        device,
+    } = load_run_model(&req.run, &req.checkpoint, req.device.as_deref())?;
     if let Some(d) = &req.dataset {
         config.data.dataset = d.clone();
-    }
-    if let Some(d) = &req.device {
-        config.device = d.clone();
     }
     let split_name = req.split.clone().unwrap_or_else(|| config.eval.split.clone());
     let split: Split = split_name
         .parse()
         .map_err(|e| TrainError::Config(format!("--split: {e}")))?;
-    let RunModel {
-        checkpoint: dir,
-        model,
-        device,
-        ..
-    } = load_run_model(&req.run, &req.checkpoint, req.device.as_deref())?;
     let manifest = data::load_manifest(&config.data)?;
     let data = EvalData::of_split(&manifest, split, &data::eval_transform(&config.data))?.ok_or_else(|| {
         TrainError::Config(format!(

@@ -79,8 +79,7 @@ struct TupleImages {
     width: usize,
 }
 
-fn load_images(paths: &[PathBuf], transform: &TransformConfig) -> Result<TupleImages, TrainError> {
-    let pipeline = Pipeline::new(transform.clone())?;
+fn load_images(paths: &[PathBuf], pipeline: &Pipeline) -> Result<TupleImages, TrainError> {
     let mut values = Vec::new();
     let mut size = None;
     for path in paths {
@@ -214,7 +213,7 @@ pub fn explain_attention(req: &AttentionRequest) -> Result<AttentionReport, Trai
         .unwrap_or_else(|| stages[stages.len() - 1].to_string());
     run.model.backbone.stage_index(&stage)?;
     let transform = data::eval_transform(&run.config.data);
-    let tuple = load_images(&req.images, &transform)?;
+    let tuple = load_images(&req.images, &Pipeline::new(transform)?)?;
     // Grad-CAM through autodiff works at every stage of every backbone.
     let device = run.device.clone().autodiff();
     let model = run.model.clone().fork(&device);
@@ -437,7 +436,7 @@ pub fn faithfulness(req: &FaithfulnessRequest) -> Result<FaithfulnessReport, Tra
         let n = other[rng.random_range(0..other.len())];
         let records = [a, p, n].map(|i| &manifest.records[i]);
         let paths: Vec<PathBuf> = records.iter().map(|r| manifest.image_path(r)).collect();
-        let tuple = load_images(&paths, &pipeline.config().clone())?;
+        let tuple = load_images(&paths, &pipeline)?;
         let (hh, ww) = (tuple.height, tuple.width);
         let images = Tensor::<4>::from_data(TensorData::new(tuple.values.clone(), [3, 3, hh, ww]), &explain_device);
         let att: SimilarityAttention =

@@ -593,7 +593,11 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
             mix(config.seed, epoch as u64),
             &loader_config,
         )?;
-        let bar = progress_bar(options.progress, n_batches, epoch + 1, config.train.epochs);
+        let bar = progress_bar(
+            options.progress,
+            n_batches,
+            format!("epoch {}/{}", epoch + 1, config.train.epochs),
+        );
         let start = Instant::now();
         let (mut loss_sum, mut images_seen) = (0.0f64, 0usize);
         // A divergence is reported with where it was found and the learning rates that
@@ -726,7 +730,9 @@ fn print_record(r: &MetricsRecord) {
     );
 }
 
-fn progress_bar(enabled: bool, len: usize, epoch: usize, epochs: usize) -> indicatif::ProgressBar {
+/// A progress bar of `len` steps labelled `prefix`, hidden when not `enabled` (and by indicatif when
+/// stderr is not a terminal).
+pub(crate) fn progress_bar(enabled: bool, len: usize, prefix: String) -> indicatif::ProgressBar {
     if !enabled {
         return indicatif::ProgressBar::hidden();
     }
@@ -734,6 +740,6 @@ fn progress_bar(enabled: bool, len: usize, epoch: usize, epochs: usize) -> indic
     if let Ok(style) = indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})") {
         bar.set_style(style.progress_chars("=> "));
     }
-    bar.set_prefix(format!("epoch {epoch}/{epochs}"));
+    bar.set_prefix(prefix);
     bar
 }
