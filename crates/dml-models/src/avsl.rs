@@ -13,7 +13,7 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Tensor};
 
 use crate::error::ModelError;
 
@@ -70,11 +70,7 @@ impl AvslLevel {
         let pooled = flat.clone().mean_dim(2) + flat.clone().max_dim(2);
         let embedding = self.projection.forward(pooled.reshape([b, c]));
         // g̃(z): h·w·z at the first maximum of each channel, so that its spatial mean is the max pool.
-        let first = flat.clone().argmax(2).expand([b, c, h * w]);
-        let positions = Tensor::<1, Int>::arange(0..(h * w) as i64, &z.device())
-            .reshape([1, 1, h * w])
-            .expand([b, c, h * w]);
-        let at_max = positions.equal(first).float();
+        let at_max = crate::head::first_max_mask(z).reshape([b, c, h * w]);
         let linearised = flat.clone() + at_max * flat.mul_scalar((h * w) as f64);
         // The 1×1 convolution is the linear layer applied at every location: [B, hw, c] → [B, hw, r].
         let per_location = self.projection.forward(linearised.swap_dims(1, 2));

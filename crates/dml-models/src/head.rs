@@ -2,7 +2,7 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Int, Tensor};
 
 use crate::error::ModelError;
 
@@ -17,6 +17,19 @@ pub enum Pooling {
     /// The sum of global average and global max pooling (as in the DML literature,
     /// e.g. the Proxy-Anchor reference code).
     AvgMax,
+}
+
+/// The location global max pooling takes each channel's value from: `[B, C, H, W]` → a 0/1 mask of
+/// the same shape, 1 at the first maximum (row-major) of every channel. A channel with ties (one
+/// that a ReLU zeroed everywhere, say) gets a single 1, where the max-pooling gradient goes; closed
+/// forms of that gradient (Grad-CAM through the head) and AVSL's linearised max pooling use it.
+pub fn first_max_mask(maps: Tensor<4>) -> Tensor<4> {
+    let [b, c, h, w] = maps.dims();
+    let first = maps.clone().reshape([b, c, h * w]).argmax(2).expand([b, c, h * w]);
+    let positions = Tensor::<1, Int>::arange(0..(h * w) as i64, &maps.device())
+        .reshape([1, 1, h * w])
+        .expand([b, c, h * w]);
+    positions.equal(first).float().reshape([b, c, h, w])
 }
 
 /// Configuration of an [`EmbeddingHead`].

@@ -29,7 +29,7 @@ mod weights;
 pub use avsl::{AvslEmbedder, AvslEmbedderConfig, AvslLevel, AvslLevelOutput};
 pub use bn_inception::{BnInception, BnInceptionConfig};
 pub use error::ModelError;
-pub use head::{EmbeddingHead, EmbeddingHeadConfig, Pooling};
+pub use head::{EmbeddingHead, EmbeddingHeadConfig, Pooling, first_max_mask};
 pub use model::{Backbone, BackboneConfig, EmbeddingModel, EmbeddingModelConfig};
 pub use resnet::{BlockKind, FeatureMaps, ResNet, ResNetConfig};
 pub use small_cnn::{SmallCnn, SmallCnnConfig};

@@ -17,8 +17,8 @@
 //! inner stage of a ResNet, the per-location gradient of the last stage is carried back through
 //! the later stages by [`dml_models::Backbone::backward_from`], also made of tensor operations.
 
-use burn::tensor::{Int, Tensor};
-use dml_models::{EmbeddingHead, EmbeddingModel, FeatureMaps, Pooling};
+use burn::tensor::Tensor;
+use dml_models::{EmbeddingHead, EmbeddingModel, FeatureMaps, Pooling, first_max_mask};
 
 use crate::error::ExplainError;
 
@@ -46,16 +46,8 @@ pub fn head_gradient(head: &EmbeddingHead, maps: Tensor<4>, weights: Tensor<2>) 
     let [n, c, h, w] = maps.dims();
     let grad_u = pooled_gradient(head, maps.clone(), weights).reshape([n, c, 1, 1]);
     let average = || grad_u.clone().div_scalar((h * w) as f64).expand([n, c, h, w]);
-    let maximum = || {
-        // One location per channel, the first maximum, as the max-pooling gradient routes it (a
-        // channel that the ReLU zeroed everywhere ties at every location).
-        let first = maps.clone().reshape([n, c, h * w]).argmax(2).expand([n, c, h * w]);
-        let positions = Tensor::<1, Int>::arange(0..(h * w) as i64, &maps.device())
-            .reshape([1, 1, h * w])
-            .expand([n, c, h * w]);
-        let at_max = positions.equal(first).float().reshape([n, c, h, w]);
-        at_max * grad_u.clone()
-    };
+    // One location per channel, the first maximum, as the max-pooling gradient routes it.
+    let maximum = || first_max_mask(maps.clone()) * grad_u.clone();
     match head.pooling() {
         Pooling::Avg => average(),
         Pooling::Max => maximum(),
