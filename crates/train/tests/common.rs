@@ -50,3 +50,23 @@ pub fn tiny_config(runs: &Path, name: &str, extra: &[&str]) -> TrainConfig {
 pub fn toml_string(p: &Path) -> String {
     toml::Value::String(p.to_string_lossy().into_owned()).to_string()
 }
+
+/// The embedded default with the `base` and `extra` overrides and run directory `runs`, resolved
+/// without the tiny set's settings (for tests of configuration errors).
+pub fn resolve(runs: &Path, base: &[&str], extra: &[&str]) -> Result<TrainConfig, train::TrainError> {
+    let sets: Vec<String> = base.iter().chain(extra).map(|s| s.to_string()).collect();
+    let shortcuts = Shortcuts {
+        run_dir: Some(runs.to_path_buf()),
+        ..Shortcuts::default()
+    };
+    TrainConfig::resolve(None, &shortcuts, &sets)
+}
+
+/// Similarity mining on a one-epoch tiny run (the mining tests' common settings).
+pub const MINING: [&str; 5] = [
+    "similarity_mining.enabled=true",
+    "similarity_mining.max_tuples=6",
+    "train.epochs=1",
+    "train.samples_per_epoch=80",
+    "model.backbone=\"small_cnn\"",
+];

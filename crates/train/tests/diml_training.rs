@@ -76,15 +76,7 @@ fn the_structural_term_changes_the_loss() {
 #[test]
 fn unsupported_diml_settings_are_named() {
     let runs = tempfile::tempdir().unwrap();
-    let resolve = |extra: &[&str]| {
-        let mut sets: Vec<String> = DIML.iter().map(|s| s.to_string()).collect();
-        sets.extend(extra.iter().map(|s| s.to_string()));
-        let shortcuts = train::Shortcuts {
-            run_dir: Some(runs.path().to_path_buf()),
-            ..Default::default()
-        };
-        train::TrainConfig::resolve(None, &shortcuts, &sets)
-    };
+    let resolve = |extra: &[&str]| common::resolve(runs.path(), &DIML, extra);
     let e = resolve(&["loss.name=\"proxy_anchor\"", "miner=none"])
         .unwrap_err()
         .to_string();

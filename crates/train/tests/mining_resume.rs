@@ -7,16 +7,9 @@
 
 mod common;
 
+use common::MINING;
 use train::checkpoint::MetricsRecord;
 use train::{RunOptions, train};
-
-const MINING: [&str; 5] = [
-    "similarity_mining.enabled=true",
-    "similarity_mining.max_tuples=6",
-    "train.epochs=1",
-    "train.samples_per_epoch=80",
-    "model.backbone=\"small_cnn\"",
-];
 
 /// The run's `metrics.jsonl` without throughput (timing, not state). Both runs are read from their
 /// files, so that both go through the same JSON round trip.

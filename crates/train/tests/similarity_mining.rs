@@ -7,17 +7,10 @@
 mod common;
 
 use burn::tensor::{Distribution, Tensor};
+use common::MINING;
 use train::checkpoint::MINING_FILES;
 use train::evaluate::checkpoint_dir;
 use train::{Learner, RunOptions, train};
-
-const MINING: [&str; 5] = [
-    "similarity_mining.enabled=true",
-    "similarity_mining.max_tuples=6",
-    "train.epochs=1",
-    "train.samples_per_epoch=80",
-    "model.backbone=\"small_cnn\"",
-];
 
 #[test]
 fn each_tuple_kind_trains_an_epoch_and_learnable_mask_parameters_move() {
@@ -104,13 +97,7 @@ fn the_mining_term_adds_to_the_metric_loss() {
 fn bad_mining_settings_are_named() {
     let runs = tempfile::tempdir().unwrap();
     let resolve = |extra: &[&str]| {
-        let mut sets: Vec<String> = MINING.iter().map(|s| s.to_string()).collect();
-        sets.extend(extra.iter().map(|s| s.to_string()));
-        let shortcuts = train::Shortcuts {
-            run_dir: Some(runs.path().to_path_buf()),
-            ..train::Shortcuts::default()
-        };
-        train::TrainConfig::resolve(None, &shortcuts, &sets)
+        common::resolve(runs.path(), &MINING, extra)
             .map(|_| ())
             .unwrap_err()
             .to_string()
