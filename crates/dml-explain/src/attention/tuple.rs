@@ -1,6 +1,7 @@
 //! The tuples a similarity model explains and their weight vectors (Zheng et al., Sec. 3.1).
 
 use burn::tensor::Tensor;
+use dml_ot::l2_normalize;
 
 use crate::error::ExplainError;
 
@@ -49,12 +50,6 @@ impl TupleKind {
             Self::Quadruplet => &["anchor", "positive", "negative1", "negative2"],
         }
     }
-}
-
-/// L2-normalises the rows of the last dimension (a zero row stays zero).
-pub(crate) fn l2_normalize<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    let norm = x.clone().square().sum_dim(D - 1).sqrt().clamp_min(1e-12);
-    x / norm
 }
 
 /// The weight vectors `w` `[T, D]` of `T` tuples from their embeddings `[T, n, D]` (`n` =

@@ -4,8 +4,8 @@
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
 
-use crate::attention::tuple::l2_normalize;
 use crate::error::ExplainError;
+use dml_ot::l2_normalize;
 
 /// One level's inputs to the graph.
 #[derive(Debug, Clone)]

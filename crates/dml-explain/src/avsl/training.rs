@@ -14,8 +14,8 @@ use super::certainty::{Certainty, certainty};
 use super::graph::{AvslGraph, LevelInput, Reliability, infer};
 use super::link_star::link_star;
 use super::links::{LinkMemory, batch_links};
-use crate::attention::tuple::l2_normalize;
 use crate::error::ExplainError;
+use dml_ot::l2_normalize;
 
 /// The learnable reliability regression `p = σ(γ (α ⊙ η ⊙ η′ + β))` of every level above the
 /// lowest: `α` and `β` start at 0, so every node starts with reliability 0.5.
