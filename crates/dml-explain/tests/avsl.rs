@@ -223,3 +223,104 @@ fn the_training_objective_trains_reliability_through_d_hat_and_the_embedder_thro
     settings.level_weights = vec![1.0];
     assert!(avsl_loss(&outputs, &params, &mut memory, &settings, &loss, &labels, None, 0).is_err());
 }
+
+/// The host scorer that retrieval uses computes the same `d̂` as the tensor graph, for every
+/// pair of a query bank and a reference bank built from the levels' outputs (CAMs reduced to
+/// certainties by the bank itself), and its bank's concatenated embedding has squared distances
+/// `Σ_l d^l`.
+#[test]
+fn the_host_scorer_equals_the_graph() {
+    use dml_explain::avsl::scorer::{AvslBank, AvslScorer};
+    use dml_models::AvslLevelOutput;
+    let device = Device::flex();
+    let r = [6, 5, 7];
+    let sizes = [(4, 4), (3, 2), (2, 2)];
+    let (n, m) = (3, 5);
+    let outputs = |b: usize| -> Vec<AvslLevelOutput> {
+        r.iter()
+            .zip(sizes)
+            .map(|(&r, (h, w))| AvslLevelOutput {
+                embedding: random([b, r], &device),
+                cam: random([b, r, h, w], &device),
+            })
+            .collect()
+    };
+    let (qo, go) = (outputs(n), outputs(m));
+    let stars: Vec<Tensor<2>> = r
+        .windows(2)
+        .map(|w| link_star(random([w[0], w[1]], &device), 3).unwrap().0)
+        .collect();
+    let reliability: Vec<Reliability> = r[1..]
+        .iter()
+        .map(|&r| Reliability {
+            coef: random([r], &device).mul_scalar(20.0),
+            bias: random([r], &device).mul_scalar(0.1),
+        })
+        .collect();
+    let levels: Vec<LevelInput> = qo
+        .iter()
+        .zip(&go)
+        .map(|(q, g)| LevelInput {
+            query: q.embedding.clone(),
+            reference: g.embedding.clone(),
+            query_certainty: certainty(q.cam.clone(), Certainty::Code),
+            reference_certainty: certainty(g.cam.clone(), Certainty::Code),
+        })
+        .collect();
+    let graph = infer(&levels, &stars, &reliability, 10.0).unwrap();
+    let want = values(graph.distance.clone());
+    let mut query = AvslBank::new();
+    query.push(&qo, Certainty::Code).unwrap();
+    let mut reference = AvslBank::new();
+    // Two pushes: the bank appends batches.
+    let (first, second): (Vec<_>, Vec<_>) = go
+        .iter()
+        .map(|o| {
+            let part = |start: usize, len: usize| AvslLevelOutput {
+                embedding: o.embedding.clone().narrow(0, start, len),
+                cam: o.cam.clone().narrow(0, start, len),
+            };
+            (part(0, 2), part(2, m - 2))
+        })
+        .unzip();
+    reference.push(&first, Certainty::Code).unwrap();
+    reference.push(&second, Certainty::Code).unwrap();
+    assert_eq!((query.rows(), reference.rows()), (n, m));
+    let scorer = AvslScorer::new(&stars, &reliability, 10.0).unwrap();
+    scorer.check(&query, "query").unwrap();
+    scorer.check(&reference, "reference").unwrap();
+    let rows: Vec<u32> = (0..m as u32).collect();
+    let mut got = vec![0.0f32; m];
+    for q in 0..n {
+        scorer.distances(&query, q, &reference, &rows, &mut got);
+        for g in 0..m {
+            let w = want[q * m + g];
+            assert!((got[g] - w).abs() <= 1e-5 * (1.0 + w.abs()), "pair ({q}, {g}): {} vs {w}", got[g]);
+            assert_eq!(got[g], scorer.distance(&query, q, &reference, g));
+        }
+    }
+    // The concatenation's squared distances are the sum of the level distances.
+    let (cq, cg) = (query.concatenated(), reference.concatenated());
+    let width: usize = r.iter().sum();
+    let sum: Vec<f32> = values(
+        graph
+            .level_distances
+            .iter()
+            .cloned()
+            .reduce(|a, b| a + b)
+            .unwrap(),
+    );
+    for q in 0..n {
+        for g in 0..m {
+            let d: f32 = (0..width)
+                .map(|k| (cq[q * width + k] - cg[g * width + k]).powi(2))
+                .sum();
+            assert!((d - sum[q * m + g]).abs() < 1e-5, "Σ d^l of ({q}, {g})");
+        }
+    }
+    // A bank of other level sizes is refused by name.
+    let mut other = AvslBank::new();
+    other.push(&qo[..2], Certainty::Code).unwrap();
+    let err = scorer.check(&other, "gallery").unwrap_err().to_string();
+    assert!(err.contains("gallery"), "{err}");
+}

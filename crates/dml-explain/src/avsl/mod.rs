@@ -12,4 +12,5 @@ pub mod certainty;
 pub mod graph;
 pub mod link_star;
 pub mod links;
+pub mod scorer;
 pub mod training;
