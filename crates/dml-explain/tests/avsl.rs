@@ -8,6 +8,7 @@ use dml_explain::avsl::certainty::{Certainty, certainty};
 use dml_explain::avsl::graph::{LevelInput, Reliability, infer};
 use dml_explain::avsl::link_star::link_star;
 use dml_explain::avsl::links::LinkMemory;
+use dml_explain::avsl::proxy_anchor::{LevelProxies, ProxyAnchorDistance};
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data().iter::<f32>().collect()
@@ -139,7 +140,7 @@ fn certainty_of_focused_maps_exceeds_that_of_flat_ones() {
 
 #[test]
 fn the_training_objective_trains_reliability_through_d_hat_and_the_embedder_through_the_levels() {
-    use dml_explain::avsl::training::{AvslSettings, ReliabilityParams, avsl_loss};
+    use dml_explain::avsl::training::{AvslSettings, Criterion, ReliabilityParams, avsl_loss};
     use dml_losses::{LossConfig, MarginLossConfig};
     use dml_models::AvslLevel;
 
@@ -172,7 +173,12 @@ fn the_training_objective_trains_reliability_through_d_hat_and_the_embedder_thro
         level_weights: vec![0.0; 3],
     };
     // Only L(d̂): the reliability gets a gradient, the levels' inputs none.
-    let only_hat = avsl_loss(&outputs, &params, &mut memory, &settings, &loss, &labels, None, 0).unwrap();
+    let criterion = Criterion::Pairs {
+        loss: &loss,
+        miner: None,
+        seed: 0,
+    };
+    let only_hat = avsl_loss(&outputs, &params, &mut memory, &settings, &criterion, &labels).unwrap();
     assert!(memory.is_initialised());
     for p in values(only_hat.graph.reliability[0].clone()) {
         assert!((p - 0.5).abs() < 1e-6, "initial reliability {p}");
@@ -187,7 +193,7 @@ fn the_training_objective_trains_reliability_through_d_hat_and_the_embedder_thro
     // With level weights the levels' inputs get gradients too.
     settings.level_weights = vec![1.0, 1.0, 1.0];
     let outputs: Vec<_> = levels.iter().zip(&maps).map(|(l, z)| l.forward(z.clone())).collect();
-    let full = avsl_loss(&outputs, &params, &mut memory, &settings, &loss, &labels, None, 0).unwrap();
+    let full = avsl_loss(&outputs, &params, &mut memory, &settings, &criterion, &labels).unwrap();
     let grads = full.loss.backward();
     assert!(maps.iter().all(|z| z.grad(&grads).is_some()));
     // Property 1 on the step's own graph: d̂ = Σ λ ⊙ δ always; Σλ = r when every column of every
@@ -221,7 +227,30 @@ fn the_training_objective_trains_reliability_through_d_hat_and_the_embedder_thro
         assert!(sum / 64.0 < 6.0, "mean Σλ per pair = {}", sum / 64.0);
     }
     settings.level_weights = vec![1.0];
-    assert!(avsl_loss(&outputs, &params, &mut memory, &settings, &loss, &labels, None, 0).is_err());
+    assert!(avsl_loss(&outputs, &params, &mut memory, &settings, &criterion, &labels).is_err());
+
+    // Proxy-Anchor in distance form: the graph compares the batch with the 4 class proxies; d̂
+    // trains the reliability, the level terms the proxies and the embedder.
+    let proxies = LevelProxies::new(4, &dims, &device).unwrap();
+    let pa = ProxyAnchorDistance::default();
+    let criterion = Criterion::ProxyAnchor {
+        loss: &pa,
+        proxies: &proxies,
+    };
+    settings.level_weights = vec![1.0, 1.0, 1.0];
+    let outputs: Vec<_> = levels.iter().zip(&maps).map(|(l, z)| l.forward(z.clone())).collect();
+    let step = avsl_loss(&outputs, &params, &mut memory, &settings, &criterion, &labels).unwrap();
+    assert_eq!(step.graph.distance.dims(), [8, 4]);
+    let grads = step.loss.backward();
+    assert!(proxies.proxies.iter().all(|p| p.val().grad(&grads).is_some()));
+    assert!(params.bias[0].val().grad(&grads).is_some());
+    assert!(maps.iter().all(|z| z.grad(&grads).is_some()));
+    let bad = LevelProxies::new(4, &dims[..2], &device).unwrap();
+    let criterion = Criterion::ProxyAnchor {
+        loss: &pa,
+        proxies: &bad,
+    };
+    assert!(avsl_loss(&outputs, &params, &mut memory, &settings, &criterion, &labels).is_err());
 }
 
 /// The host scorer that retrieval uses computes the same `d̂` as the tensor graph, for every
@@ -295,21 +324,18 @@ fn the_host_scorer_equals_the_graph() {
         scorer.distances(&query, q, &reference, &rows, &mut got);
         for g in 0..m {
             let w = want[q * m + g];
-            assert!((got[g] - w).abs() <= 1e-5 * (1.0 + w.abs()), "pair ({q}, {g}): {} vs {w}", got[g]);
+            assert!(
+                (got[g] - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "pair ({q}, {g}): {} vs {w}",
+                got[g]
+            );
             assert_eq!(got[g], scorer.distance(&query, q, &reference, g));
         }
     }
     // The concatenation's squared distances are the sum of the level distances.
     let (cq, cg) = (query.concatenated(), reference.concatenated());
     let width: usize = r.iter().sum();
-    let sum: Vec<f32> = values(
-        graph
-            .level_distances
-            .iter()
-            .cloned()
-            .reduce(|a, b| a + b)
-            .unwrap(),
-    );
+    let sum: Vec<f32> = values(graph.level_distances.iter().cloned().reduce(|a, b| a + b).unwrap());
     for q in 0..n {
         for g in 0..m {
             let d: f32 = (0..width)

@@ -12,5 +12,6 @@ pub mod certainty;
 pub mod graph;
 pub mod link_star;
 pub mod links;
+pub mod proxy_anchor;
 pub mod scorer;
 pub mod training;

@@ -1,5 +1,5 @@
 //! AVSL's training objective (Zhang et al., Eq. 10): `L(d̂) + Σ_l w_l L(d^l)` for a pair-based
-//! metric-learning loss `L`, where the overall distance `d̂` trains only the reliability
+//! metric-learning loss `L` or Proxy-Anchor in distance form (Eq. 14, [`Criterion`]), where the overall distance `d̂` trains only the reliability
 //! regression and the per-level distances `d^l` train the backbone and the embedder.
 //!
 //! A training step runs in the code's order: the batch's CAM edges update the moving average
@@ -14,6 +14,7 @@ use super::certainty::{Certainty, certainty};
 use super::graph::{AvslGraph, LevelInput, Reliability, infer};
 use super::link_star::link_star;
 use super::links::{LinkMemory, batch_links};
+use super::proxy_anchor::{LevelProxies, ProxyAnchorDistance};
 use crate::error::ExplainError;
 use dml_ot::l2_normalize;
 
@@ -75,30 +76,62 @@ pub struct AvslLoss {
     pub links: Vec<Tensor<2>>,
 }
 
-/// `[B, B]` squared Euclidean distances of the L2-normalised rows of `e` `[B, r]`: the level
-/// distance `d^l = Σ_r δ^l` on the graph of the embeddings.
-fn level_distance(e: Tensor<2>) -> Tensor<2> {
-    let n = l2_normalize(e);
-    (n.clone().unsqueeze_dim::<3>(1) - n.unsqueeze_dim::<3>(0))
+/// `[B, M]` squared Euclidean distances of the L2-normalised rows of `e` `[B, r]` and `reference`
+/// `[M, r]`: the level distance `d^l = Σ_r δ^l`.
+fn level_distance(e: Tensor<2>, reference: Tensor<2>) -> Tensor<2> {
+    let (n, m) = (l2_normalize(e), l2_normalize(reference));
+    (n.unsqueeze_dim::<3>(1) - m.unsqueeze_dim::<3>(0))
         .square()
         .sum_dim(2)
         .squeeze_dim::<2>(2)
 }
 
+/// The loss AVSL trains with (Zhang et al., Appendix A.1).
+pub enum Criterion<'a> {
+    /// A pair-based loss of the catalogue on the batch's `[B, B]` distance matrices (e.g. Margin,
+    /// Eq. 12), as in DIML training; the miner, if any, mines on the same matrices.
+    Pairs {
+        /// The loss (pair-based: it sees distance matrices).
+        loss: &'a MetricLoss,
+        /// The optional miner.
+        miner: Option<&'a Miner>,
+        /// The step's seed for the miner.
+        seed: u64,
+    },
+    /// Proxy-Anchor in distance form (Eq. 14) on the `[B, C]` distances of the batch to one
+    /// proxy per class at every level. A proxy has no CAM: its certainty is taken as 1, so that
+    /// a node's reliability depends on the image's certainty alone.
+    ProxyAnchor {
+        /// The constants of Eq. 14.
+        loss: &'a ProxyAnchorDistance,
+        /// The per-level proxies (trained by the level terms).
+        proxies: &'a LevelProxies,
+    },
+}
+
+impl Criterion<'_> {
+    fn evaluate(&self, d: Tensor<2>, labels: &[u32]) -> Result<Tensor<1>, ExplainError> {
+        match self {
+            Criterion::Pairs { loss, miner, seed } => loss
+                .forward_with_matrix(d, false, labels, *miner, *seed)
+                .map(|o| o.loss)
+                .map_err(|e| ExplainError::Config(format!("AVSL loss: {e}"))),
+            Criterion::ProxyAnchor { loss, .. } => loss.forward(d, labels),
+        }
+    }
+}
+
 /// One step's objective from the levels' outputs (embeddings and CAMs of the batch, on the graph):
 /// updates `memory` with the batch's edges, infers the graph with the reliability of `params`, and
-/// returns `L(d̂) + Σ_l w_l L(d^l)`. The loss must be pair-based (it sees distance matrices, as in
-/// DIML training).
-#[allow(clippy::too_many_arguments)]
+/// returns `L(d̂) + Σ_l w_l L(d^l)` (Eq. 10). With [`Criterion::Pairs`] the graph compares the
+/// batch with itself, with [`Criterion::ProxyAnchor`] the batch with the proxies.
 pub fn avsl_loss(
     outputs: &[AvslLevelOutput],
     params: &ReliabilityParams,
     memory: &mut LinkMemory,
     settings: &AvslSettings,
-    loss: &MetricLoss,
+    criterion: &Criterion<'_>,
     labels: &[u32],
-    miner: Option<&Miner>,
-    seed: u64,
 ) -> Result<AvslLoss, ExplainError> {
     if settings.level_weights.len() != outputs.len() {
         return Err(ExplainError::Config(format!(
@@ -107,6 +140,19 @@ pub fn avsl_loss(
             outputs.len()
         )));
     }
+    let proxies = match criterion {
+        Criterion::ProxyAnchor { proxies, .. } => {
+            let values = proxies.values();
+            if values.len() != outputs.len() {
+                return Err(ExplainError::Shape {
+                    what: "AVSL proxies",
+                    message: format!("{} levels of proxies for {} levels", values.len(), outputs.len()),
+                });
+            }
+            Some(values)
+        }
+        Criterion::Pairs { .. } => None,
+    };
     let cams: Vec<Tensor<4>> = outputs.iter().map(|o| o.cam.clone().detach()).collect();
     let edges = cams
         .windows(2)
@@ -122,31 +168,36 @@ pub fn avsl_loss(
     let levels: Vec<LevelInput> = outputs
         .iter()
         .zip(&cams)
-        .map(|(o, cam)| {
+        .enumerate()
+        .map(|(i, (o, cam))| {
             let e = o.embedding.clone().detach();
             let eta = certainty(cam.clone(), settings.certainty);
+            let (reference, reference_certainty) = match &proxies {
+                Some(p) => {
+                    let p = p[i].clone().detach();
+                    let ones = p.ones_like();
+                    (p, ones)
+                }
+                None => (e.clone(), eta.clone()),
+            };
             LevelInput {
-                query: e.clone(),
-                reference: e,
-                query_certainty: eta.clone(),
-                reference_certainty: eta,
+                query: e,
+                reference,
+                query_certainty: eta,
+                reference_certainty,
             }
         })
         .collect();
     let graph = infer(&levels, &links, &params.regressions(), settings.gamma)?;
-    let fail = |e: dml_losses::LossError| ExplainError::Config(format!("AVSL loss: {e}"));
-    let mut total = loss
-        .forward_with_matrix(graph.distance.clone(), false, labels, miner, seed)
-        .map_err(fail)?
-        .loss;
-    for (o, &w) in outputs.iter().zip(&settings.level_weights) {
+    let mut total = criterion.evaluate(graph.distance.clone(), labels)?;
+    for (i, (o, &w)) in outputs.iter().zip(&settings.level_weights).enumerate() {
         if w != 0.0 {
-            let d = level_distance(o.embedding.clone());
-            let term = loss
-                .forward_with_matrix(d, false, labels, miner, seed)
-                .map_err(fail)?
-                .loss;
-            total = total + term.mul_scalar(w);
+            let reference = match &proxies {
+                Some(p) => p[i].clone(),
+                None => o.embedding.clone(),
+            };
+            let d = level_distance(o.embedding.clone(), reference);
+            total = total + criterion.evaluate(d, labels)?.mul_scalar(w);
         }
     }
     Ok(AvslLoss {
