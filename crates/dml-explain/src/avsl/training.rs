@@ -1,6 +1,7 @@
 //! AVSL's training objective (Zhang et al., Eq. 10): `L(d̂) + Σ_l w_l L(d^l)` for a pair-based
-//! metric-learning loss `L` or Proxy-Anchor in distance form (Eq. 14, [`Criterion`]), where the overall distance `d̂` trains only the reliability
-//! regression and the per-level distances `d^l` train the backbone and the embedder.
+//! metric-learning loss `L` or Proxy-Anchor in distance form (Eq. 14, [`Criterion`]), where the
+//! overall distance `d̂` trains only the reliability regression and the per-level distances `d^l`
+//! train the backbone and the embedder.
 //!
 //! A training step runs in the code's order: the batch's CAM edges update the moving average
 //! first, then the graph is inferred with the updated edges.
