@@ -124,7 +124,11 @@ impl AvslEmbedderConfig {
                 stages.iter().map(|&s| names[s]).collect::<Vec<_>>()
             )));
         }
-        let probe = backbone.forward_features(Tensor::zeros([1, 3, 64, 64], device));
+        // The probe runs on the inference copy: in training mode it would fold a batch of zeros
+        // into batch norm's running statistics (which a resumed run would not see).
+        let probe = backbone
+            .valid()
+            .forward_features(Tensor::zeros([1, 3, 64, 64], &device.clone().without_autodiff()));
         let levels = stages
             .iter()
             .map(|&s| AvslLevel::new(probe.stages[s].dims()[1], self.dim, device))

@@ -69,6 +69,15 @@ pub const LOSS_FILE: &str = "loss.bpk";
 pub const DIML_PROXIES_FILE: &str = "diml-proxies.bpk";
 /// Similarity mining's mask parameters `a`, `b` and their optimiser state (when learnable).
 pub const MINING_FILES: [&str; 2] = ["mining.bpk", "optim-mining.bpk"];
+/// AVSL's module (embedder, reliability, edge moving average), Proxy-Anchor's per-level proxies
+/// (`proxy_anchor` runs) and the optimiser states of the embedder, reliability and proxy groups.
+pub const AVSL_FILES: [&str; 5] = [
+    "avsl.bpk",
+    "avsl-proxies.bpk",
+    "optim-avsl-embedder.bpk",
+    "optim-avsl-reliability.bpk",
+    "optim-avsl-proxies.bpk",
+];
 /// The optimiser state of each parameter group.
 pub const OPTIM_FILES: [&str; 3] = ["optim-backbone.bpk", "optim-head.bpk", "optim-loss.bpk"];
 /// The [`TrainState`].

@@ -53,6 +53,8 @@ dml_config::config! {
         pub diml: crate::diml::DimlConfig = crate::diml::DimlConfig::default(),
         /// Similarity mining (Zheng et al., Eq. 3): `L = L_ml + γ L_sm`.
         pub similarity_mining: dml_explain::SimilarityMiningConfig = dml_explain::SimilarityMiningConfig::default(),
+        /// AVSL (Zhang et al.): the multi-level similarity graph in training and evaluation.
+        pub avsl: crate::avsl::AvslConfig = crate::avsl::AvslConfig::default(),
     }
 }
 
@@ -382,6 +384,13 @@ impl TrainConfig {
         crate::device::parse_device(&self.device)?;
         self.diml.validate(&self.loss)?;
         crate::mining::validate(&self.similarity_mining, &self.loss, &self.diml)?;
+        self.avsl.validate(
+            &self.loss,
+            &[
+                ("diml", self.diml.enabled),
+                ("similarity_mining", self.similarity_mining.enabled),
+            ],
+        )?;
         dml_models::BackboneConfig::from_name(&self.model.backbone)
             .map_err(|e| TrainError::Config(format!("model.backbone: {e}")))?;
         if self.name.is_empty() || self.name.contains(['/', '\\']) || self.name == "." || self.name == ".." {
@@ -531,18 +540,20 @@ mod tests {
     #[test]
     fn an_old_run_config_without_newer_keys_still_reads() {
         let mut table = parse_table(&TrainConfig::default().to_toml().unwrap(), "x").unwrap();
-        // `data.mean`, `data.std`, `[diml]` and `[similarity_mining]` were added after the first
-        // runs were written.
+        // `data.mean`, `data.std`, `[diml]`, `[similarity_mining]` and `[avsl]` were added after
+        // the first runs were written.
         let data = table["data"].as_table_mut().unwrap();
         data.remove("mean");
         data.remove("std");
         table.remove("diml");
         table.remove("similarity_mining");
+        table.remove("avsl");
         let old = TrainConfig::from_table(table, None).unwrap();
         assert_eq!(old.data.mean, dml_data::transform::IMAGENET_MEAN);
         assert_eq!(old.data.std, dml_data::transform::IMAGENET_STD);
         assert!(!old.diml.enabled);
         assert!(!old.similarity_mining.enabled);
+        assert!(!old.avsl.enabled);
         assert_eq!(old.to_toml().unwrap(), TrainConfig::default().to_toml().unwrap());
     }
 

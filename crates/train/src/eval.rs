@@ -117,26 +117,16 @@ pub fn embed(
     device: &Device,
     grid: Option<&GridPool>,
 ) -> Result<SplitEmbeddings, TrainError> {
-    let sampler = ShuffledSampler::new(dataset.len(), batch_size, false, false, 0)?;
-    let loader = BatchLoader::new(
-        dataset.clone(),
-        sampler.batches(0),
-        0,
-        &LoaderConfig { threads, prefetch: 2 },
-    )?;
     let mut data = Vec::new();
-    let mut labels = Vec::with_capacity(dataset.len());
     let mut dim = 0;
     let mut locals = grid.map(|g| LocalEmbeddings {
         data: Vec::new(),
         locations: g.grid() * g.grid(),
     });
-    for batch in loader {
-        let batch = batch?;
-        let images = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), device);
+    let labels = each_batch(dataset, batch_size, threads, device, |images, items| {
         let (out, maps) = model.forward_with_features(images);
         dim = out.dims()[1];
-        let values = read_finite(out.into_data(), "embedding", &batch.items, dim)?;
+        let values = read_finite(out.into_data(), "embedding", items, dim)?;
         data.extend(values);
         if let (Some(pool), Some(locals)) = (grid, locals.as_mut()) {
             // `[B, G·G, D]` → `[B, D, G·G]`, the channel-major layout of a feature map.
@@ -147,16 +137,42 @@ pub fn embed(
             let per_row = dim * locals.locations;
             locals
                 .data
-                .extend(read_finite(z.into_data(), "local embedding", &batch.items, per_row)?);
+                .extend(read_finite(z.into_data(), "local embedding", items, per_row)?);
         }
-        labels.extend(batch.labels);
-    }
+        Ok(())
+    })?;
     Ok(SplitEmbeddings {
         data,
         dim,
         labels,
         locals,
     })
+}
+
+/// Runs `f` on every batch of `dataset` in order (`batch_size` images as a `[B, 3, H, W]` tensor on
+/// `device`, with their dataset indices) and returns the labels of all images in that order.
+pub fn each_batch(
+    dataset: &Arc<ImageDataset>,
+    batch_size: usize,
+    threads: usize,
+    device: &Device,
+    mut f: impl FnMut(Tensor<4>, &[usize]) -> Result<(), TrainError>,
+) -> Result<Vec<u32>, TrainError> {
+    let sampler = ShuffledSampler::new(dataset.len(), batch_size, false, false, 0)?;
+    let loader = BatchLoader::new(
+        dataset.clone(),
+        sampler.batches(0),
+        0,
+        &LoaderConfig { threads, prefetch: 2 },
+    )?;
+    let mut labels = Vec::with_capacity(dataset.len());
+    for batch in loader {
+        let batch = batch?;
+        let images = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), device);
+        f(images, &batch.items)?;
+        labels.extend(batch.labels);
+    }
+    Ok(labels)
 }
 
 /// Reads a tensor back as `f32`, failing on the first non-finite value with the dataset index

@@ -33,6 +33,9 @@ pub struct EvalRequest {
     /// DIML multi-scale re-ranking (Sec. 3.3) of each query's top `k` neighbours on a `grid × grid`
     /// grid of local embeddings, reported next to the plain ranking; `k = 0` turns it off.
     pub diml: DimlEval,
+    /// For AVSL runs: re-score each query's top `K` by `d̂`; `None` the run's choice (exact up to
+    /// `avsl.exact_limit` images, else the top `avsl.rerank_k`); `Some(0)` no `d̂`.
+    pub avsl_k: Option<usize>,
 }
 
 /// The re-ranking options of `train eval` (`--diml-k`, `--diml-grid`).
@@ -52,10 +55,10 @@ impl Default for DimlEval {
 }
 
 /// The metrics of the re-ranked evaluation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Reranked {
-    /// The options used.
-    pub options: DimlEval,
+    /// What re-scored the lists (e.g. `K = 20 (G = 4)` for DIML, `d̂, K = 100` for AVSL).
+    pub label: String,
     /// Metrics after re-ranking.
     pub metrics: Metrics,
     /// Wall-clock milliseconds per query that re-ranking added (scoring with the re-ranker minus
@@ -117,6 +120,7 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
         checkpoint: dir,
         model,
         device,
+        avsl,
     } = load_run_model(&req.run, &req.checkpoint, req.device.as_deref())?;
     if let Some(d) = &req.dataset {
         config.data.dataset = d.clone();
@@ -133,6 +137,14 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
         ))
     })?;
     let (batch, threads) = (config.eval.batch_size, config.data.threads);
+    if let Some(module) = &avsl {
+        if req.diml.k > 0 {
+            return Err(TrainError::Config(
+                "--diml-k: this is an AVSL run; its re-ranking is --avsl-k".into(),
+            ));
+        }
+        return run_eval_avsl(req, &config, &model, module, &data, &device, dir, split_name);
+    }
     let distance = eval::distance_for(config.model.normalize);
     // Local embeddings are computed only when re-ranking asks for them.
     let pool = (req.diml.k > 0)
@@ -169,7 +181,7 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
         let metrics = eval::score(&query, gallery.as_ref(), distance, Some(&reranker))?;
         let rerank_time = started.elapsed().as_secs_f64();
         Some(Reranked {
-            options: req.diml,
+            label: format!("K = {} (G = {})", req.diml.k, req.diml.grid),
             metrics,
             ms_per_query: 1e3 * (rerank_time - plain_time).max(0.0) / query.rows().max(1) as f64,
         })
@@ -188,6 +200,67 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
         split: split_name,
         metrics,
         queries: query.rows(),
+        reranked,
+    })
+}
+
+/// `train eval` of an AVSL run: the concatenated level embedding (K = 0) next to `d̂` on the top K
+/// (or on every pair), with the cost per query.
+#[allow(clippy::too_many_arguments)]
+fn run_eval_avsl(
+    req: &EvalRequest,
+    config: &crate::TrainConfig,
+    model: &dml_models::EmbeddingModel,
+    module: &crate::avsl::AvslModule,
+    data: &EvalData,
+    device: &burn::tensor::Device,
+    dir: PathBuf,
+    split_name: String,
+) -> Result<EvalOutcome, TrainError> {
+    use crate::avsl_eval::{self, Depth};
+    let (batch, threads) = (config.eval.batch_size, config.data.threads);
+    let embed = |ds| avsl_eval::embed(model, module, config.avsl.certainty, ds, batch, threads, device);
+    let (query, gallery) = match data {
+        EvalData::Single(ds) => (embed(ds)?, None),
+        EvalData::QueryGallery { query, gallery } => (embed(query)?, Some(embed(gallery)?)),
+    };
+    let scorer = avsl_eval::scorer(module, &config.avsl)?;
+    let started = Instant::now();
+    let metrics = avsl_eval::score(&scorer, &query, gallery.as_ref(), Depth::Off)?;
+    let plain_time = started.elapsed().as_secs_f64();
+    let references = gallery.as_ref().unwrap_or(&query).bank.rows();
+    let depth = match req.avsl_k {
+        None => Depth::for_size(&config.avsl, references),
+        Some(0) => Depth::Off,
+        Some(k) => Depth::Top(k),
+    };
+    let reranked = if depth == Depth::Off {
+        None
+    } else {
+        let started = Instant::now();
+        let metrics = avsl_eval::score(&scorer, &query, gallery.as_ref(), depth)?;
+        let time = started.elapsed().as_secs_f64();
+        Some(Reranked {
+            label: match depth {
+                Depth::Top(k) => format!("d̂, K = {k}"),
+                _ => "d̂, exact".into(),
+            },
+            metrics,
+            ms_per_query: 1e3 * (time - plain_time).max(0.0) / query.embeddings.rows().max(1) as f64,
+        })
+    };
+    if let Some(out) = &req.export {
+        std::fs::create_dir_all(out).map_err(|e| TrainError::io(out, e))?;
+        export(out, "", &query.embeddings)?;
+        if let Some(g) = &gallery {
+            export(out, "gallery_", &g.embeddings)?;
+        }
+    }
+    Ok(EvalOutcome {
+        checkpoint: dir,
+        split: split_name,
+        metrics,
+        queries: query.embeddings.rows(),
         reranked,
     })
 }
@@ -230,8 +303,8 @@ pub fn table(outcome: &EvalOutcome) -> String {
         }
         Some(r) => {
             out.push_str(&format!(
-                "| metric | K = 0 | K = {} (G = {}) | change |\n|---|---|---|---|\n",
-                r.options.k, r.options.grid
+                "| metric | K = 0 | {} | change |\n|---|---|---|---|\n",
+                r.label
             ));
             for (name, v, after) in rows(Some(&r.metrics)) {
                 let after = after.unwrap_or(f64::NAN);

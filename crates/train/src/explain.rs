@@ -35,6 +35,8 @@ pub struct RunModel {
     pub model: EmbeddingModel,
     /// The inference device.
     pub device: Device,
+    /// AVSL's embedder, reliability and edges, `valid()`, for runs trained with `[avsl]`.
+    pub avsl: Option<crate::avsl::AvslModule>,
 }
 
 /// Loads `run`'s configuration and the weights of its `checkpoint` (`best`, `latest` or a
@@ -62,11 +64,18 @@ pub fn load_run_model(run: &Path, which: &str, device: Option<&str>) -> Result<R
             config.model.backbone
         ),
     })?;
+    let avsl = if config.avsl.enabled {
+        let fresh = crate::avsl::AvslModule::new(&config.avsl, &model.backbone, &device)?;
+        Some(crate::avsl::load_module(fresh, &dir)?.valid())
+    } else {
+        None
+    };
     Ok(RunModel {
         config,
         checkpoint: dir,
         model: model.valid(),
         device,
+        avsl,
     })
 }
 

@@ -8,6 +8,8 @@
 #![warn(missing_docs)]
 
 pub mod analyze;
+pub mod avsl;
+pub mod avsl_eval;
 pub mod checkpoint;
 pub mod config;
 pub mod data;

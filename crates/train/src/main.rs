@@ -257,6 +257,11 @@ struct EvalArgs {
     /// Side G of the grid the last feature map is reduced to for re-ranking.
     #[arg(long, value_name = "G", default_value_t = 4)]
     diml_grid: usize,
+    /// AVSL runs: re-score each query's top K neighbours (by the concatenated level embedding)
+    /// with the graph's overall distance d̂, reported next to K = 0. Default: exact (every pair)
+    /// up to avsl.exact_limit images, else avsl.rerank_k; 0 = off.
+    #[arg(long, value_name = "K")]
+    avsl_k: Option<usize>,
 }
 
 fn resolve(args: &TrainArgs) -> anyhow::Result<TrainConfig> {
@@ -389,6 +394,7 @@ fn main() -> ExitCode {
                 k: args.diml_k,
                 grid: args.diml_grid,
             },
+            avsl_k: args.avsl_k,
         })
         .map(|o| print!("{}", table(&o)))
         .map_err(Into::into),

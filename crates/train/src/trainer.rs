@@ -16,6 +16,7 @@ use dml_data::{BatchLoader, BatchSampler, ImageDataset, LoaderConfig, MPerClassS
 use dml_losses::{LossError, MetricLoss, Miner};
 use dml_models::{BackboneConfig, EmbeddingModel, EmbeddingModelConfig};
 
+use crate::avsl::Avsl;
 use crate::checkpoint::{self, Best, MetricsRecord, TrainState};
 use crate::config::{OptimizerConfig, OptimizerKind, SelectBy, TrainConfig};
 use crate::data;
@@ -73,6 +74,8 @@ pub struct Learner {
     pub diml: Option<Diml>,
     /// Similarity mining in the loss (`[similarity_mining] enabled = true`).
     pub mining: Option<Mining>,
+    /// AVSL's embedder, graph and loss (`[avsl] enabled = true`).
+    pub avsl: Option<Avsl>,
     optim_backbone: ModuleOptimizer,
     optim_head: ModuleOptimizer,
     optim_loss: ModuleOptimizer,
@@ -106,7 +109,7 @@ pub fn build_model(config: &TrainConfig, device: &Device) -> Result<EmbeddingMod
     Ok(model)
 }
 
-fn optimizer(config: &OptimizerConfig) -> ModuleOptimizer {
+pub(crate) fn optimizer(config: &OptimizerConfig) -> ModuleOptimizer {
     let decay = (config.weight_decay > 0.0).then(|| WeightDecayConfig::new(config.weight_decay as f32));
     match config.name {
         // PyTorch's epsilon (1e-8), so that learning rates carry over from the papers.
@@ -155,12 +158,25 @@ impl Learner {
         } else {
             None
         };
+        let avsl = if config.avsl.enabled {
+            Some(Avsl::new(
+                &config.avsl,
+                &config.loss,
+                &model.backbone,
+                num_classes,
+                || optimizer(&config.optimizer),
+                device,
+            )?)
+        } else {
+            None
+        };
         Ok(Self {
             model,
             loss,
             miner,
             diml,
             mining,
+            avsl,
             optim_backbone: optimizer(&config.optimizer),
             optim_head: optimizer(&config.optimizer),
             optim_loss: optimizer(&config.optimizer),
@@ -207,6 +223,11 @@ impl Learner {
         let mut times = StepTimes::default();
         let mut t = Instant::now();
         let loss = match (&self.diml, &self.mining) {
+            // AVSL needs every stage's maps (on the graph); forward and loss are one phase.
+            _ if self.avsl.is_some() => {
+                let avsl = self.avsl.as_mut().expect("checked by the guard");
+                avsl.loss(&self.model, &self.loss, images, labels, self.miner.as_ref(), seed)?
+            }
             (None, None) => {
                 let embeddings = self.model.forward(images);
                 times.forward = sync(&mut t);
@@ -262,6 +283,9 @@ impl Learner {
         if let Some(mining) = self.mining.as_mut() {
             mining.step(lrs[2], &mut grads);
         }
+        if let Some(avsl) = self.avsl.as_mut() {
+            avsl.step(lrs, &mut grads);
+        }
         times.update = sync(&mut t);
         Ok((value, times))
     }
@@ -286,6 +310,12 @@ impl Learner {
         if let Some(m) = &self.mining {
             check.within("similarity_mining", |c| m.valid().visit(c));
         }
+        if let Some(a) = &self.avsl {
+            check.within("avsl", |c| a.valid().visit(c));
+            if let Some(p) = a.valid_proxies() {
+                check.within("avsl_proxies", |c| p.visit(c));
+            }
+        }
         check.found
     }
 
@@ -309,6 +339,9 @@ impl Learner {
             m.optim
                 .save(dir.join(optim))
                 .map_err(|e| TrainError::io(dir.join(optim), e))?;
+        }
+        if let Some(a) = &self.avsl {
+            a.save(dir)?;
         }
         for (optim, file) in [&self.optim_backbone, &self.optim_head, &self.optim_loss]
             .into_iter()
@@ -350,6 +383,9 @@ impl Learner {
                 .try_load_record(record(params)?)
                 .map_err(|e| bad("similarity-mining parameters do not fit", &e))?;
             m.optim = m.optim.clone().load(dir.join(optim)).map_err(|e| bad(optim, &e))?;
+        }
+        if let Some(a) = self.avsl.as_mut() {
+            a.load(dir)?;
         }
         let [b, h, l] = checkpoint::OPTIM_FILES;
         self.optim_backbone = self.optim_backbone.load(dir.join(b)).map_err(|e| bad(b, &e))?;
@@ -522,6 +558,23 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
     let threads = config.data.threads;
     let eval_model = |learner: &Learner| -> Result<(Metrics, Option<Metrics>), TrainError> {
         let model = learner.model.valid();
+        // An AVSL run retrieves with its overall distance d̂.
+        if let Some(avsl) = &learner.avsl {
+            let module = avsl.valid();
+            let run = |d: &EvalData| {
+                crate::avsl_eval::evaluate(
+                    &model,
+                    &module,
+                    &config.avsl,
+                    d,
+                    config.eval.batch_size,
+                    threads,
+                    &device,
+                )
+            };
+            let v = data.val.as_ref().map(run).transpose()?;
+            return Ok((run(&data.report)?, v));
+        }
         let m = eval::evaluate(
             &model,
             &data.report,

@@ -50,6 +50,7 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
         device: None,
         export: Some(export.clone()),
         diml: DimlEval::default(),
+        avsl_k: None,
     })
     .unwrap();
     assert!(outcome.reranked.is_none());
@@ -75,6 +76,7 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
             device: None,
             export: None,
             diml: DimlEval { k, grid: 2 },
+            avsl_k: None,
         })
         .unwrap()
     };
