@@ -80,15 +80,18 @@ pub fn load_run_model(run: &Path, which: &str, device: Option<&str>) -> Result<R
 }
 
 /// The images of one tuple, decoded and transformed as evaluation transforms them.
-struct TupleImages {
+pub(crate) struct TupleImages {
     /// `[n, 3, H, W]` normalised, row-major.
-    values: Vec<f32>,
-    n: usize,
-    height: usize,
-    width: usize,
+    pub values: Vec<f32>,
+    /// Number of images.
+    pub n: usize,
+    /// Rows of every image.
+    pub height: usize,
+    /// Columns of every image.
+    pub width: usize,
 }
 
-fn load_images(paths: &[PathBuf], pipeline: &Pipeline) -> Result<TupleImages, TrainError> {
+pub(crate) fn load_images(paths: &[PathBuf], pipeline: &Pipeline) -> Result<TupleImages, TrainError> {
     let mut values = Vec::new();
     let mut size = None;
     for path in paths {
@@ -189,17 +192,17 @@ fn kind_for(count: usize, different: bool) -> Result<TupleKind, TrainError> {
     }
 }
 
-fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+pub(crate) fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data().iter::<f32>().collect()
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), TrainError> {
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), TrainError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| TrainError::io(path, e))?;
     dml_data::write_atomic(path, text.as_bytes())?;
     Ok(())
 }
 
-fn render_error(e: dml_explain::render::RenderError) -> TrainError {
+pub(crate) fn render_error(e: dml_explain::render::RenderError) -> TrainError {
     TrainError::Config(format!("rendering: {e}"))
 }
 

@@ -19,6 +19,7 @@ pub mod error;
 pub mod eval;
 pub mod evaluate;
 pub mod explain;
+pub mod explain_avsl;
 pub mod mining;
 pub mod npy;
 pub mod rerank;

@@ -8,6 +8,7 @@ use dml_explain::saliency::smoothgrad::MapOrder;
 use train::analyze::{AnalyzeRequest, analyze};
 use train::evaluate::{DimlEval, EvalRequest, run_eval, table};
 use train::explain::{AttentionRequest, FaithfulnessRequest, explain_attention, faithfulness};
+use train::explain_avsl::{AvslRequest, explain_avsl};
 use train::{RunOptions, Shortcuts, TrainConfig};
 
 /// Deep-metric-learning training and evaluation.
@@ -127,6 +128,33 @@ enum ExplainCommand {
     /// Pointing game and IoU of the attention against the synthetic set's object masks (next to a
     /// centre prior), and deletion curves against random erasure.
     Faithfulness(FaithfulnessArgs),
+    /// AVSL (Zhang et al.): the similarity graph of two images for a run trained with
+    /// `[avsl] enabled = true`: per level, the nodes with the largest attribution and their CAMs
+    /// on both images, and the least reliable top-level node's decomposition into lower-level
+    /// nodes, as PNGs and a JSON of the numbers.
+    Avsl(AvslArgs),
+}
+
+#[derive(Debug, Args)]
+struct AvslArgs {
+    /// The run directory (trained with [avsl] enabled = true).
+    #[arg(long)]
+    run: PathBuf,
+    /// best | latest | a checkpoint directory.
+    #[arg(long, default_value = "best")]
+    checkpoint: String,
+    /// Nodes shown per level (those with the largest attribution).
+    #[arg(long, default_value_t = 3)]
+    top: usize,
+    /// Device (default: the run's).
+    #[arg(long)]
+    device: Option<String>,
+    /// The output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// The two images.
+    #[arg(num_args = 2, required = true)]
+    images: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -382,6 +410,27 @@ fn main() -> ExitCode {
         })
         .map_err(Into::into),
         Some(Command::Explain(ExplainCommand::Faithfulness(args))) => run_faithfulness(args),
+        Some(Command::Explain(ExplainCommand::Avsl(args))) => explain_avsl(&AvslRequest {
+            run: args.run.clone(),
+            checkpoint: args.checkpoint.clone(),
+            images: [args.images[0].clone(), args.images[1].clone()],
+            top: args.top,
+            device: args.device.clone(),
+            out: args.out.clone(),
+        })
+        .map(|report| {
+            println!(
+                "d̂ = {:.4} (Σ λ·δ = {:.4}); least reliable top-level node #{} (p = {:.3})",
+                report.d_hat,
+                report.recomposed,
+                report.decomposition.node.node,
+                report.decomposition.node.reliability.unwrap_or(f32::NAN)
+            );
+            for file in &report.files {
+                println!("wrote {}", file.display());
+            }
+        })
+        .map_err(Into::into),
         Some(Command::Analyze(args)) => run_analyze(args),
         Some(Command::Eval(args)) => run_eval(&EvalRequest {
             run: args.run.clone(),

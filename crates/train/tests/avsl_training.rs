@@ -229,3 +229,74 @@ fn bad_avsl_settings_name_the_key() {
     let err = train(&config, &RunOptions::default()).unwrap_err().to_string();
     assert!(err.contains("avsl.stages") && err.contains("stage1"), "{err}");
 }
+
+fn explain(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        .arg("explain")
+        .arg("avsl")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `train explain avsl` through the real binary: the figures decode, the JSON's numbers are the
+/// graph's (`d̂ = Σ λ δ`, nodes ordered by attribution, the decomposition's weights are a column
+/// of `W̃`), and bad input is an error naming it.
+#[test]
+fn explain_avsl_writes_figures_and_the_numbers_of_the_graph() {
+    let runs = tempfile::tempdir().unwrap();
+    let mut sets = AVSL.to_vec();
+    sets.push("loss.name=\"proxy_anchor\"");
+    let config = common::tiny_config(runs.path(), "pa", &sets);
+    let run = train(&config, &RunOptions::default()).unwrap().run_dir;
+    let dir = common::data_root().join("synth-n300-s32/images");
+    let (a, b) = (dir.join("000000.png"), dir.join("000001.png"));
+    let out = runs.path().join("explained");
+    let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let o = explain(&["--run", &s(&run), "--out", &s(&out), "--top", "2", &s(&a), &s(&b)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("avsl.json")).unwrap()).unwrap();
+    let num = |v: &serde_json::Value| v.as_f64().unwrap();
+    let (d_hat, recomposed) = (num(&report["d_hat"]), num(&report["recomposed"]));
+    assert!(
+        d_hat > 0.0 && (d_hat - recomposed).abs() < 1e-4 * d_hat.max(1.0),
+        "{d_hat} vs {recomposed}"
+    );
+    let levels = report["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 3);
+    for level in levels {
+        let nodes = level["top_nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 2);
+        let lambdas: Vec<f64> = nodes.iter().map(|n| num(&n["attribution"])).collect();
+        assert!(lambdas[0] >= lambdas[1], "{lambdas:?}");
+        let [h, w] = [0, 1].map(|i| level["map_shape"][i].as_u64().unwrap() as usize);
+        assert_eq!(nodes[0]["cams"][1].as_array().unwrap().len(), h * w);
+        assert!(num(&level["attribution_sum"]) <= 16.0 + 1e-3);
+    }
+    let weights: f64 = report["decomposition"]["contributors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| num(&c["weight"]))
+        .sum();
+    assert!(
+        weights == 0.0 || (weights - 1.0).abs() < 1e-4,
+        "W̃ column sums to {weights}"
+    );
+    for file in report["files"].as_array().unwrap() {
+        let img = image::open(file.as_str().unwrap()).unwrap();
+        assert!(img.width() > 50 && img.height() > 50, "{file}");
+    }
+    assert_eq!(report["files"].as_array().unwrap().len(), 3 * 2 + 2);
+
+    // Bad input names what is wrong.
+    let missing = runs.path().join("missing.png");
+    let o = explain(&["--run", &s(&run), "--out", &s(&out), &s(&a), &s(&missing)]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("missing.png"));
+    let plain = common::tiny_config(runs.path(), "plain", &["train.epochs=1", "train.samples_per_epoch=40"]);
+    let plain = train(&plain, &RunOptions::default()).unwrap().run_dir;
+    let o = explain(&["--run", &s(&plain), "--out", &s(&out), &s(&a), &s(&b)]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success() && err.contains("[avsl]"), "{err}");
+}

@@ -85,7 +85,7 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
     assert_eq!(one.metrics, after);
     assert_eq!(r1.metrics.precision_at_1, after.precision_at_1);
     let twenty = rerank(20);
-    let r20 = twenty.reranked.expect("re-ranked metrics with K = 20");
+    let r20 = twenty.reranked.clone().expect("re-ranked metrics with K = 20");
     for v in [
         r20.metrics.precision_at_1,
         r20.metrics.r_precision,

@@ -1,0 +1,334 @@
+//! `train explain avsl`: why an AVSL run finds two images (dis)similar (Zhang et al., Sec. 3.3,
+//! Eq. 9–11): the graph of the pair, the nodes of every level with the largest attribution `λ`
+//! and their CAMs on both images, and the decomposition of the least reliable top-level node into
+//! the lower-level nodes it is rectified with (the weights of `W̃`).
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{Tensor, TensorData};
+use dml_data::Pipeline;
+use dml_explain::avsl::certainty::certainty;
+use dml_explain::avsl::graph::{LevelInput, infer};
+use dml_explain::avsl::link_star::link_star;
+use dml_explain::render::{
+    GridRow, PanelItem, PanelStyle, ValueRange, denormalize, map_grid, panel, resize_bilinear, save_png_atomic,
+};
+use serde::Serialize;
+
+use crate::data;
+use crate::error::TrainError;
+use crate::explain::{load_images, load_run_model, render_error, values, write_json};
+
+/// What `train explain avsl` is asked to do.
+#[derive(Debug, Clone)]
+pub struct AvslRequest {
+    /// The run directory (trained with `[avsl] enabled = true`).
+    pub run: PathBuf,
+    /// `best`, `latest` or a checkpoint directory.
+    pub checkpoint: String,
+    /// The two images.
+    pub images: [PathBuf; 2],
+    /// Nodes shown per level (those with the largest attribution).
+    pub top: usize,
+    /// Device override.
+    pub device: Option<String>,
+    /// The output directory.
+    pub out: PathBuf,
+}
+
+/// One similarity node of the pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeReport {
+    /// Its index in the level.
+    pub node: usize,
+    /// `δ = (ẽ − ẽ′)²` (Eq. 1).
+    pub delta: f32,
+    /// The attribution `λ = ∂d̂/∂δ` (Eq. 11).
+    pub attribution: f32,
+    /// Its share of `d̂`: `λ δ`.
+    pub contribution: f32,
+    /// Its reliability `p` (levels above the lowest).
+    pub reliability: Option<f32>,
+    /// CAM certainty `η` on the first and the second image (Eq. 5).
+    pub certainty: [f32; 2],
+    /// The CAMs `u` on both images at the level's resolution, row-major.
+    pub cams: [Vec<f32>; 2],
+}
+
+/// One level of the pair's graph.
+#[derive(Debug, Clone, Serialize)]
+pub struct LevelReport {
+    /// The backbone stage.
+    pub stage: String,
+    /// Its distance `d^l = Σ δ` (un-rectified).
+    pub distance: f32,
+    /// `Σ λ` over the level's nodes.
+    pub attribution_sum: f32,
+    /// The CAMs' resolution `[h, w]`.
+    pub map_shape: [usize; 2],
+    /// The nodes with the largest attribution, largest first.
+    pub top_nodes: Vec<NodeReport>,
+}
+
+/// One lower-level node a top-level node is rectified with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Contributor {
+    /// Its index in the level below.
+    pub node: usize,
+    /// The edge weight `W̃` (the column sums to 1).
+    pub weight: f32,
+    /// Its node value `δ` on the level below (before that level's own rectification).
+    pub delta: f32,
+}
+
+/// The least reliable top-level node and the lower-level nodes it draws on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decomposition {
+    /// The top-level node.
+    pub node: NodeReport,
+    /// The lower-level nodes with a non-zero edge, by weight, largest first.
+    pub contributors: Vec<Contributor>,
+}
+
+/// The JSON written next to the figures (`avsl.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct AvslReport {
+    /// The checkpoint explained.
+    pub checkpoint: PathBuf,
+    /// The two images.
+    pub images: [PathBuf; 2],
+    /// The overall distance `d̂` (Eq. 9).
+    pub d_hat: f32,
+    /// `Σ_l Σ λ ⊙ δ`, equal to `d̂` (Property 1).
+    pub recomposed: f32,
+    /// The levels, low to high.
+    pub levels: Vec<LevelReport>,
+    /// The least reliable top-level node's decomposition.
+    pub decomposition: Decomposition,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Explains the pair of `req` with the run's AVSL graph: writes `avsl_level<l>_node<j>.png` (the
+/// node's CAM over both images, one colour bar) for the `top` nodes of every level,
+/// `avsl_summary.png` (every shown node's CAM, min-max normalised, over both images),
+/// `avsl_decomposition.png` (the least reliable top-level node and its strongest lower-level
+/// node) and `avsl.json` ([`AvslReport`]) into `req.out`.
+pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
+    for path in &req.images {
+        if !path.is_file() {
+            return Err(TrainError::Config(format!("image {}: no such file", path.display())));
+        }
+    }
+    if req.top == 0 {
+        return Err(TrainError::Config("--top: must be at least 1".into()));
+    }
+    let run = load_run_model(&req.run, &req.checkpoint, req.device.as_deref())?;
+    let module = run.avsl.as_ref().ok_or_else(|| {
+        TrainError::Config(format!(
+            "run {} was not trained with [avsl] enabled = true; explain avsl needs its graph",
+            req.run.display()
+        ))
+    })?;
+    let pair = load_images(&req.images, &Pipeline::new(data::eval_transform(&run.config.data))?)?;
+    let images = Tensor::<4>::from_data(
+        TensorData::new(pair.values.clone(), [2, 3, pair.height, pair.width]),
+        &run.device,
+    );
+    let outputs = module.embedder.forward(&run.model.backbone.forward_features(images));
+    let avsl = &run.config.avsl;
+    let fail = |e: dml_explain::ExplainError| TrainError::Config(format!("avsl: {e}"));
+    let links: Vec<Tensor<2>> = module
+        .memory
+        .values()
+        .into_iter()
+        .map(|l| link_star(l, avsl.topk).map(|(star, _)| star))
+        .collect::<Result<_, _>>()
+        .map_err(fail)?;
+    let etas: Vec<Tensor<2>> = outputs
+        .iter()
+        .map(|o| certainty(o.cam.clone(), avsl.certainty))
+        .collect();
+    let levels: Vec<LevelInput> = outputs
+        .iter()
+        .zip(&etas)
+        .map(|(o, eta)| LevelInput {
+            query: o.embedding.clone().narrow(0, 0, 1),
+            reference: o.embedding.clone().narrow(0, 1, 1),
+            query_certainty: eta.clone().narrow(0, 0, 1),
+            reference_certainty: eta.clone().narrow(0, 1, 1),
+        })
+        .collect();
+    let graph = infer(&levels, &links, &module.reliability.regressions(), avsl.gamma).map_err(fail)?;
+    let lambda: Vec<Vec<f32>> = graph.attribution(&links).into_iter().map(values).collect();
+    let deltas: Vec<Vec<f32>> = graph.nodes.iter().cloned().map(values).collect();
+    let reliability: Vec<Vec<f32>> = graph.reliability.iter().cloned().map(values).collect();
+    let stage_names = run.model.backbone.stage_names();
+    let node_report = |l: usize, j: usize| -> NodeReport {
+        let cam = &outputs[l].cam;
+        let [_, r, h, w] = cam.dims();
+        let maps = values(cam.clone());
+        let eta = values(etas[l].clone());
+        let plane = |b: usize| maps[(b * r + j) * h * w..(b * r + j + 1) * h * w].to_vec();
+        NodeReport {
+            node: j,
+            delta: deltas[l][j],
+            attribution: lambda[l][j],
+            contribution: lambda[l][j] * deltas[l][j],
+            reliability: (l > 0).then(|| reliability[l - 1][j]),
+            certainty: [eta[j], eta[r + j]],
+            cams: [plane(0), plane(1)],
+        }
+    };
+    let level_reports: Vec<LevelReport> = (0..outputs.len())
+        .map(|l| {
+            let [_, _, h, w] = outputs[l].cam.dims();
+            let mut order: Vec<usize> = (0..lambda[l].len()).collect();
+            order.sort_by(|&a, &b| lambda[l][b].total_cmp(&lambda[l][a]).then(a.cmp(&b)));
+            LevelReport {
+                stage: stage_names[module.embedder.stages[l]].to_string(),
+                distance: deltas[l].iter().sum(),
+                attribution_sum: lambda[l].iter().sum(),
+                map_shape: [h, w],
+                top_nodes: order.iter().take(req.top).map(|&j| node_report(l, j)).collect(),
+            }
+        })
+        .collect();
+    // The least reliable top-level node, and the column of W̃ it is rectified with.
+    let top = outputs.len() - 1;
+    let p_top = &reliability[top - 1];
+    let weakest = (0..p_top.len())
+        .min_by(|&a, &b| p_top[a].total_cmp(&p_top[b]).then(a.cmp(&b)))
+        .unwrap_or(0);
+    let w = values(links[top - 1].clone());
+    let r_top = p_top.len();
+    let mut contributors: Vec<Contributor> = (0..w.len() / r_top)
+        .filter_map(|i| {
+            let weight = w[i * r_top + weakest];
+            (weight > 0.0).then(|| Contributor {
+                node: i,
+                weight,
+                delta: deltas[top - 1][i],
+            })
+        })
+        .collect();
+    contributors.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(a.node.cmp(&b.node)));
+    let decomposition = Decomposition {
+        node: node_report(top, weakest),
+        contributors,
+    };
+
+    std::fs::create_dir_all(&req.out).map_err(|e| TrainError::io(&req.out, e))?;
+    let plane = pair.height * pair.width;
+    let rgb: Vec<image::RgbImage> = (0..2)
+        .map(|i| {
+            denormalize(
+                &pair.values[i * 3 * plane..(i + 1) * 3 * plane],
+                pair.height,
+                pair.width,
+                run.config.data.mean,
+                run.config.data.std,
+            )
+        })
+        .collect::<Result<_, _>>()
+        .map_err(render_error)?;
+    let mut files = Vec::new();
+    let rgb = &rgb;
+    let node_panel = |items: Vec<(usize, &NodeReport, String)>, path: &Path| -> Result<(), TrainError> {
+        // Every map of a figure shares one scale, so the two images' CAMs compare directly.
+        let shapes: Vec<[usize; 2]> = items.iter().map(|(l, _, _)| level_reports[*l].map_shape).collect();
+        let panel_items: Vec<PanelItem> = items
+            .iter()
+            .zip(&shapes)
+            .flat_map(|((_, node, caption), shape)| {
+                (0..2).map(move |b| PanelItem {
+                    image: &rgb[b],
+                    map: &node.cams[b],
+                    map_h: shape[0],
+                    map_w: shape[1],
+                    caption: caption.as_str(),
+                })
+            })
+            .collect();
+        let maps: Vec<&[f32]> = panel_items.iter().map(|i| i.map).collect();
+        let style = PanelStyle {
+            range: Some(ValueRange::of(&maps)),
+            ..PanelStyle::default()
+        };
+        let figure = panel(&panel_items, &style).map_err(render_error)?;
+        save_png_atomic(&figure, path).map_err(render_error)
+    };
+    for (l, level) in level_reports.iter().enumerate() {
+        for node in &level.top_nodes {
+            let path = req.out.join(format!("avsl_level{l}_node{}.png", node.node));
+            let caption = format!(
+                "{} #{} l={:.2} d={:.3}",
+                level.stage, node.node, node.attribution, node.delta
+            );
+            node_panel(vec![(l, node, caption)], &path)?;
+            files.push(path);
+        }
+    }
+    let path = req.out.join("avsl_decomposition.png");
+    let d = &decomposition;
+    let mut items = vec![(
+        top,
+        &d.node,
+        format!(
+            "{} #{} p={:.2}",
+            level_reports[top].stage,
+            d.node.node,
+            d.node.reliability.unwrap_or(f32::NAN)
+        ),
+    )];
+    let strongest = d.contributors.first().map(|c| node_report(top - 1, c.node));
+    if let (Some(c), Some(node)) = (d.contributors.first(), strongest.as_ref()) {
+        items.push((
+            top - 1,
+            node,
+            format!("{} #{} w={:.2}", level_reports[top - 1].stage, c.node, c.weight),
+        ));
+    }
+    node_panel(items, &path)?;
+    files.push(path);
+    // The summary: both images in rows, every shown node's CAM (min-max normalised on its own,
+    // upsampled to the image) in the columns.
+    let mut columns = Vec::new();
+    let mut maps: [Vec<Vec<f32>>; 2] = [Vec::new(), Vec::new()];
+    for level in &level_reports {
+        for node in &level.top_nodes {
+            columns.push(format!("{} #{}", level.stage, node.node));
+            for (side, cam) in maps.iter_mut().zip(&node.cams) {
+                let [h, w] = level.map_shape;
+                let up = resize_bilinear(cam, h, w, pair.height, pair.width).map_err(render_error)?;
+                side.push(ValueRange::of(&[&up]).normalise_all(&up));
+            }
+        }
+    }
+    let rows: Vec<GridRow> = (0..2)
+        .map(|b| GridRow {
+            image: &rgb[b],
+            maps: maps[b].iter().map(Vec::as_slice).collect(),
+        })
+        .collect();
+    let summary = map_grid(&rows, &columns, 96, 1).map_err(render_error)?;
+    let path = req.out.join("avsl_summary.png");
+    save_png_atomic(&summary, &path).map_err(render_error)?;
+    files.push(path);
+
+    let d_hat: f32 = values(graph.distance.clone())[0];
+    let recomposed = (0..lambda.len())
+        .map(|l| lambda[l].iter().zip(&deltas[l]).map(|(a, b)| a * b).sum::<f32>())
+        .sum();
+    let report = AvslReport {
+        checkpoint: run.checkpoint.clone(),
+        images: req.images.clone(),
+        d_hat,
+        recomposed,
+        levels: level_reports,
+        decomposition,
+        files: files.clone(),
+    };
+    write_json(&req.out.join("avsl.json"), &report)?;
+    Ok(report)
+}
