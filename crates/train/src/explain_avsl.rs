@@ -234,19 +234,21 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
         .map_err(render_error)?;
     let mut files = Vec::new();
     let rgb = &rgb;
-    let node_panel = |items: Vec<(usize, &NodeReport, String)>, path: &Path| -> Result<(), TrainError> {
+    // Each node fills two columns (the first and the second image), captioned with two halves of
+    // its label so that neither runs into the next column.
+    let node_panel = |items: Vec<(usize, &NodeReport, [String; 2])>, path: &Path| -> Result<(), TrainError> {
         // Every map of a figure shares one scale, so the two images' CAMs compare directly.
         let shapes: Vec<[usize; 2]> = items.iter().map(|(l, _, _)| level_reports[*l].map_shape).collect();
         let panel_items: Vec<PanelItem> = items
             .iter()
             .zip(&shapes)
-            .flat_map(|((_, node, caption), shape)| {
+            .flat_map(|((_, node, captions), shape)| {
                 (0..2).map(move |b| PanelItem {
                     image: &rgb[b],
                     map: &node.cams[b],
                     map_h: shape[0],
                     map_w: shape[1],
-                    caption: caption.as_str(),
+                    caption: captions[b].as_str(),
                 })
             })
             .collect();
@@ -261,10 +263,10 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
     for (l, level) in level_reports.iter().enumerate() {
         for node in &level.top_nodes {
             let path = req.out.join(format!("avsl_level{l}_node{}.png", node.node));
-            let caption = format!(
-                "{} #{} l={:.2} d={:.3}",
-                level.stage, node.node, node.attribution, node.delta
-            );
+            let caption = [
+                format!("{} #{}", level.stage, node.node),
+                format!("l={:.2} d={:.3}", node.attribution, node.delta),
+            ];
             node_panel(vec![(l, node, caption)], &path)?;
             files.push(path);
         }
@@ -274,19 +276,20 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
     let mut items = vec![(
         top,
         &d.node,
-        format!(
-            "{} #{} p={:.2}",
-            level_reports[top].stage,
-            d.node.node,
-            d.node.reliability.unwrap_or(f32::NAN)
-        ),
+        [
+            format!("{} #{}", level_reports[top].stage, d.node.node),
+            format!("p={:.2}", d.node.reliability.unwrap_or(f32::NAN)),
+        ],
     )];
     let strongest = d.contributors.first().map(|c| node_report(top - 1, c.node));
     if let (Some(c), Some(node)) = (d.contributors.first(), strongest.as_ref()) {
         items.push((
             top - 1,
             node,
-            format!("{} #{} w={:.2}", level_reports[top - 1].stage, c.node, c.weight),
+            [
+                format!("{} #{}", level_reports[top - 1].stage, c.node),
+                format!("w={:.2}", c.weight),
+            ],
         ));
     }
     node_panel(items, &path)?;
