@@ -209,6 +209,52 @@ pub fn parse_table(text: &str, origin: &str) -> Result<toml::Table, TrainError> 
         .map_err(|e| TrainError::Config(format!("{origin}: {e}")))
 }
 
+/// The keys a resumed run may change: more epochs, the decoding threads (which do not change
+/// what is computed) and the run's location.
+pub const RESUME_MAY_CHANGE: &[&str] = &["train.epochs", "data.threads", "name", "run_dir"];
+
+/// Every leaf of a TOML table as `dotted.key → value`.
+fn flatten(table: &toml::Table, prefix: &str, out: &mut std::collections::BTreeMap<String, String>) {
+    for (key, value) in table {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            toml::Value::Table(t) => flatten(t, &path, out),
+            v => {
+                out.insert(path, v.to_string());
+            }
+        }
+    }
+}
+
+/// The keys on which `given` differs from `saved`, except `allowed`, each as
+/// `key: saved → given` with the keys padded to one width (a key only one side has shows
+/// `(unset)` on the other).
+pub fn changed_keys(saved: &TrainConfig, given: &TrainConfig, allowed: &[&str]) -> Result<Vec<String>, TrainError> {
+    let leaves = |c: &TrainConfig| -> Result<std::collections::BTreeMap<String, String>, TrainError> {
+        let mut out = std::collections::BTreeMap::new();
+        flatten(&parse_table(&c.to_toml()?, "configuration")?, "", &mut out);
+        Ok(out)
+    };
+    let (a, b) = (leaves(saved)?, leaves(given)?);
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let unset = "(unset)".to_string();
+    let changed: Vec<(&String, &String, &String)> = keys
+        .into_iter()
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .map(|k| (k, a.get(k).unwrap_or(&unset), b.get(k).unwrap_or(&unset)))
+        .filter(|(_, x, y)| x != y)
+        .collect();
+    let width = changed.iter().map(|(k, _, _)| k.chars().count()).max().unwrap_or(0);
+    Ok(changed
+        .into_iter()
+        .map(|(k, x, y)| format!("  {k:<width$}: {x} → {y}"))
+        .collect())
+}
+
 /// Recursively merges `overlay` into `base`: tables merge key by key, any other value
 /// replaces. The `loss` and `miner` sections are replaced wholesale when their `name`
 /// differs (a different loss or miner has different parameters, so the old ones must
@@ -346,6 +392,42 @@ impl TrainConfig {
             apply_override(&mut table, assignment)?;
         }
         Self::from_table(table, file)
+    }
+
+    /// The configuration a resumed run continues with: the run's saved `config.toml` (the source
+    /// of truth) with the command line's `file` and overrides applied on top. A key they change
+    /// other than those in [`RESUME_MAY_CHANGE`] (more epochs, decoding threads, where the run
+    /// lives) is an error listing every changed key as `key: saved → given`, aligned.
+    pub fn resolve_resume(
+        saved: &Path,
+        file: Option<&Path>,
+        shortcuts: &Shortcuts,
+        sets: &[String],
+    ) -> Result<Self, TrainError> {
+        let text = std::fs::read_to_string(saved)
+            .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", saved.display())))?;
+        let base = parse_table(&text, &saved.display().to_string())?;
+        let mut table = base.clone();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", path.display())))?;
+            merge(&mut table, parse_table(&text, &path.display().to_string())?);
+        }
+        for assignment in shortcuts.assignments().iter().chain(sets) {
+            apply_override(&mut table, assignment)?;
+        }
+        let given = Self::from_table(table, file)?;
+        let saved_config = Self::from_table(base, Some(saved))?;
+        let changed = changed_keys(&saved_config, &given, RESUME_MAY_CHANGE)?;
+        if !changed.is_empty() {
+            return Err(TrainError::Config(format!(
+                "--resume continues the run as {} configured it; these settings differ (only {} may change on resume):\n{}",
+                saved.display(),
+                RESUME_MAY_CHANGE.join(", "),
+                changed.join("\n")
+            )));
+        }
+        Ok(given)
     }
 
     /// Checks a merged table into a configuration; errors name the offending key.

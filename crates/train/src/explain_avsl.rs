@@ -66,6 +66,9 @@ pub struct LevelReport {
     pub attribution_sum: f32,
     /// The CAMs' resolution `[h, w]`.
     pub map_shape: [usize; 2],
+    /// The smallest, mean and largest reliability `p` over the level's nodes for this pair
+    /// (levels above the lowest; every node starts at 0.5 before training).
+    pub reliability: Option<[f32; 3]>,
     /// The nodes with the largest attribution, largest first.
     pub top_nodes: Vec<NodeReport>,
 }
@@ -190,6 +193,12 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
                 distance: deltas[l].iter().sum(),
                 attribution_sum: lambda[l].iter().sum(),
                 map_shape: [h, w],
+                reliability: (l > 0).then(|| {
+                    let p = &reliability[l - 1];
+                    let min = p.iter().copied().fold(f32::INFINITY, f32::min);
+                    let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    [min, p.iter().sum::<f32>() / p.len().max(1) as f32, max]
+                }),
                 top_nodes: order.iter().take(req.top).map(|&j| node_report(l, j)).collect(),
             }
         })

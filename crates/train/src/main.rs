@@ -293,7 +293,24 @@ struct EvalArgs {
 }
 
 fn resolve(args: &TrainArgs) -> anyhow::Result<TrainConfig> {
-    let shortcuts = Shortcuts {
+    let shortcuts = shortcuts(args);
+    let config = TrainConfig::resolve(args.config.as_deref(), &shortcuts, &args.sets)?;
+    // A resumed run continues as it was configured: its saved config.toml is the base the
+    // command line's settings are checked against, not the embedded default.
+    let saved = config.run_path().join("config.toml");
+    if args.resume && saved.is_file() {
+        return Ok(TrainConfig::resolve_resume(
+            &saved,
+            args.config.as_deref(),
+            &shortcuts,
+            &args.sets,
+        )?);
+    }
+    Ok(config)
+}
+
+fn shortcuts(args: &TrainArgs) -> Shortcuts {
+    Shortcuts {
         device: args.device.clone(),
         dataset: args.dataset.clone(),
         backbone: args.backbone.clone(),
@@ -303,8 +320,7 @@ fn resolve(args: &TrainArgs) -> anyhow::Result<TrainConfig> {
         seed: args.seed,
         name: args.name.clone(),
         run_dir: args.run_dir.clone(),
-    };
-    Ok(TrainConfig::resolve(args.config.as_deref(), &shortcuts, &args.sets)?)
+    }
 }
 
 fn run_train(args: &TrainArgs) -> anyhow::Result<()> {

@@ -551,8 +551,26 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
         },
     };
     std::fs::create_dir_all(&run).map_err(|e| TrainError::io(&run, e))?;
-    dml_data::write_atomic(&run.join("config.toml"), config_text.as_bytes())
-        .map_err(|e| TrainError::io(run.join("config.toml"), e))?;
+    // A resumed run's saved configuration is the record of the experiment: it is rewritten only
+    // when the run continues with more epochs (the one change that belongs in it), and then with
+    // nothing else changed; otherwise the file stays byte for byte as it was.
+    let config_path = run.join("config.toml");
+    let text = match TrainConfig::read(&config_path) {
+        Ok(saved) if latest.is_some() => {
+            let epochs = config.train.epochs;
+            (saved.train.epochs != epochs)
+                .then(|| {
+                    let mut kept = saved;
+                    kept.train.epochs = epochs;
+                    kept.to_toml()
+                })
+                .transpose()?
+        }
+        _ => Some(config_text),
+    };
+    if let Some(text) = text {
+        dml_data::write_atomic(&config_path, text.as_bytes()).map_err(|e| TrainError::io(&config_path, e))?;
+    }
     checkpoint::write_metrics(&run, &state.history)?;
 
     let threads = config.data.threads;
@@ -746,26 +764,18 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
     })
 }
 
-/// A resumed run must use the configuration it was started with (only `train.epochs`
-/// may grow); otherwise the continuation would not be the same experiment.
+/// A resumed run must use the configuration it was started with (only the keys of
+/// [`crate::config::RESUME_MAY_CHANGE`] may differ); otherwise the continuation would not be the
+/// same experiment.
 fn check_same_config(run: &Path, config: &TrainConfig) -> Result<(), TrainError> {
     let path = run.join("config.toml");
     let saved = TrainConfig::read(&path)?;
-    let mut a = saved.clone();
-    a.train.epochs = config.train.epochs;
-    let (x, y) = (a.to_toml()?, config.to_toml()?);
-    if x != y {
-        let diff: Vec<String> = x
-            .lines()
-            .zip(y.lines())
-            .filter(|(p, q)| p != q)
-            .map(|(p, q)| format!("{p}  →  {q}"))
-            .take(5)
-            .collect();
+    let changed = crate::config::changed_keys(&saved, config, crate::config::RESUME_MAY_CHANGE)?;
+    if !changed.is_empty() {
         return Err(TrainError::Config(format!(
-            "--resume: the configuration differs from the run's {} ({})",
+            "--resume: the configuration differs from the run's {}:\n{}",
             path.display(),
-            diff.join("; ")
+            changed.join("\n")
         )));
     }
     Ok(())
