@@ -51,21 +51,13 @@ fn attribution_recomposes_the_distance_and_sums_to_r() {
     let graph = infer(&levels, &stars, &reliability, 10.0).unwrap();
     assert_eq!(graph.distance.dims(), [n, m]);
     let lambda = graph.attribution(&stars);
-    let sum = lambda
-        .iter()
-        .map(|a| a.clone().sum_dim(2).squeeze_dim::<2>(2))
-        .reduce(|a, b| a + b)
-        .unwrap();
-    for s in values(sum) {
+    for s in values(graph.attribution_sum(&lambda)) {
         assert!((s - 6.0).abs() < 1e-4, "Σλ = {s}, want r = 6");
     }
-    let recomposed = lambda
+    for (a, b) in values(graph.recomposed(&lambda))
         .iter()
-        .zip(&graph.nodes)
-        .map(|(a, d)| (a.clone() * d.clone()).sum_dim(2).squeeze_dim::<2>(2))
-        .reduce(|a, b| a + b)
-        .unwrap();
-    for (a, b) in values(recomposed).iter().zip(values(graph.distance.clone())) {
+        .zip(values(graph.distance.clone()))
+    {
         assert!((a - b).abs() < 1e-5 * b.abs().max(1.0), "Σ λ δ = {a}, d̂ = {b}");
     }
 }
@@ -199,24 +191,13 @@ fn the_training_objective_trains_reliability_through_d_hat_and_the_embedder_thro
     // Property 1 on the step's own graph: d̂ = Σ λ ⊙ δ always; Σλ = r when every column of every
     // W̃ kept a positive edge (a column of only negative correlations passes nothing down).
     let lambda = full.graph.attribution(&full.links);
-    let recomposed: f32 = lambda
-        .iter()
-        .zip(&full.graph.nodes)
-        .map(|(a, d)| (a.clone() * d.clone().detach()).sum())
-        .reduce(|a, b| a + b)
-        .unwrap()
-        .into_scalar();
+    let recomposed: f32 = full.graph.recomposed(&lambda).sum().into_scalar();
     let d_hat: f32 = full.graph.distance.clone().sum().into_scalar();
     assert!(
         (recomposed - d_hat).abs() < 1e-4 * d_hat.abs().max(1.0),
         "Σλδ = {recomposed}, d̂ = {d_hat}"
     );
-    let sum: f32 = lambda
-        .iter()
-        .map(|a| a.clone().sum())
-        .reduce(|a, b| a + b)
-        .unwrap()
-        .into_scalar();
+    let sum: f32 = full.graph.attribution_sum(&lambda).sum().into_scalar();
     let complete = full
         .links
         .iter()

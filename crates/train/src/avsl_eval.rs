@@ -12,7 +12,6 @@ use burn::tensor::Device;
 use dml_data::ImageDataset;
 use dml_eval::{Neighbour, Reranker};
 use dml_explain::avsl::certainty::Certainty;
-use dml_explain::avsl::link_star::link_star;
 use dml_explain::avsl::scorer::{AvslBank, AvslScorer};
 use dml_models::EmbeddingModel;
 
@@ -67,13 +66,7 @@ pub fn embed(
 /// The scorer of a trained module: its edges' top-k normalisation `W̃` and its reliability.
 pub fn scorer(module: &AvslModule, config: &AvslConfig) -> Result<AvslScorer, TrainError> {
     let fail = |e: dml_explain::ExplainError| TrainError::Config(format!("avsl: {e}"));
-    let links = module
-        .memory
-        .values()
-        .into_iter()
-        .map(|l| link_star(l, config.topk).map(|(star, _)| star))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(fail)?;
+    let links = module.memory.stars(config.topk).map_err(fail)?;
     AvslScorer::new(&links, &module.reliability.regressions(), config.gamma).map_err(fail)
 }
 
@@ -141,28 +134,21 @@ pub fn score(
         .and_then(|()| scorer.check(&reference.bank, "reference"))
         .map_err(|e| TrainError::Config(format!("avsl: {e}")))?;
     let depth = match depth {
-        Depth::Off => {
-            return eval::score(
-                &query.embeddings,
-                gallery.map(|g| &g.embeddings),
-                dml_eval::Distance::Euclidean,
-                None,
-            );
-        }
-        Depth::Top(k) => k,
-        Depth::Exact => reference.bank.rows(),
+        Depth::Off => None,
+        Depth::Top(k) => Some(k),
+        Depth::Exact => Some(reference.bank.rows()),
     };
-    let reranker = AvslReranker {
+    let reranker = depth.map(|depth| AvslReranker {
         scorer,
         query: &query.bank,
         reference: &reference.bank,
         depth,
-    };
+    });
     eval::score(
         &query.embeddings,
         gallery.map(|g| &g.embeddings),
         dml_eval::Distance::Euclidean,
-        Some(&reranker),
+        reranker.as_ref().map(|r| r as &dyn Reranker),
     )
 }
 

@@ -209,6 +209,30 @@ pub fn parse_table(text: &str, origin: &str) -> Result<toml::Table, TrainError> 
         .map_err(|e| TrainError::Config(format!("{origin}: {e}")))
 }
 
+/// Reads and parses a TOML file, naming it in every error.
+fn read_table(path: &Path) -> Result<toml::Table, TrainError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", path.display())))?;
+    parse_table(&text, &path.display().to_string())
+}
+
+/// `table` with the optional user `file` merged in, then the shortcut flags, then every `--set`
+/// assignment, in that order (the layers every resolution applies on top of its base).
+fn overlay(
+    mut table: toml::Table,
+    file: Option<&Path>,
+    shortcuts: &Shortcuts,
+    sets: &[String],
+) -> Result<toml::Table, TrainError> {
+    if let Some(path) = file {
+        merge(&mut table, read_table(path)?);
+    }
+    for assignment in shortcuts.assignments().iter().chain(sets) {
+        apply_override(&mut table, assignment)?;
+    }
+    Ok(table)
+}
+
 /// The keys a resumed run may change: more epochs, the decoding threads (which do not change
 /// what is computed) and the run's location.
 pub const RESUME_MAY_CHANGE: &[&str] = &["train.epochs", "data.threads", "name", "run_dir"];
@@ -382,16 +406,8 @@ impl TrainConfig {
     /// Resolves the configuration: the embedded default, then the optional user file,
     /// then the shortcut flags, then every `--set` assignment, in that order.
     pub fn resolve(file: Option<&Path>, shortcuts: &Shortcuts, sets: &[String]) -> Result<Self, TrainError> {
-        let mut table = parse_table(DEFAULT_TOML, "embedded default config")?;
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", path.display())))?;
-            merge(&mut table, parse_table(&text, &path.display().to_string())?);
-        }
-        for assignment in shortcuts.assignments().iter().chain(sets) {
-            apply_override(&mut table, assignment)?;
-        }
-        Self::from_table(table, file)
+        let table = parse_table(DEFAULT_TOML, "embedded default config")?;
+        Self::from_table(overlay(table, file, shortcuts, sets)?, file)
     }
 
     /// The configuration a resumed run continues with: the run's saved `config.toml` (the source
@@ -404,19 +420,8 @@ impl TrainConfig {
         shortcuts: &Shortcuts,
         sets: &[String],
     ) -> Result<Self, TrainError> {
-        let text = std::fs::read_to_string(saved)
-            .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", saved.display())))?;
-        let base = parse_table(&text, &saved.display().to_string())?;
-        let mut table = base.clone();
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", path.display())))?;
-            merge(&mut table, parse_table(&text, &path.display().to_string())?);
-        }
-        for assignment in shortcuts.assignments().iter().chain(sets) {
-            apply_override(&mut table, assignment)?;
-        }
-        let given = Self::from_table(table, file)?;
+        let base = read_table(saved)?;
+        let given = Self::from_table(overlay(base.clone(), file, shortcuts, sets)?, file)?;
         let saved_config = Self::from_table(base, Some(saved))?;
         let changed = changed_keys(&saved_config, &given, RESUME_MAY_CHANGE)?;
         if !changed.is_empty() {
@@ -445,9 +450,7 @@ impl TrainConfig {
 
     /// Reads a resolved `config.toml` (of a run directory).
     pub fn read(path: &Path) -> Result<Self, TrainError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| TrainError::Config(format!("cannot read config {}: {e}", path.display())))?;
-        Self::from_table(parse_table(&text, &path.display().to_string())?, Some(path))
+        Self::from_table(read_table(path)?, Some(path))
     }
 
     /// The resolved configuration as TOML text.

@@ -189,11 +189,7 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
         None
     };
     if let Some(out) = &req.export {
-        std::fs::create_dir_all(out).map_err(|e| TrainError::io(out, e))?;
-        export(out, "", &query)?;
-        if let Some(g) = &gallery {
-            export(out, "gallery_", g)?;
-        }
+        export_sets(out, &query, gallery.as_ref())?;
     }
     Ok(EvalOutcome {
         checkpoint: dir,
@@ -250,11 +246,7 @@ fn run_eval_avsl(
         })
     };
     if let Some(out) = &req.export {
-        std::fs::create_dir_all(out).map_err(|e| TrainError::io(out, e))?;
-        export(out, "", &query.embeddings)?;
-        if let Some(g) = &gallery {
-            export(out, "gallery_", &g.embeddings)?;
-        }
+        export_sets(out, &query.embeddings, gallery.as_ref().map(|g| &g.embeddings))?;
     }
     Ok(EvalOutcome {
         checkpoint: dir,
@@ -263,6 +255,17 @@ fn run_eval_avsl(
         queries: query.embeddings.rows(),
         reranked,
     })
+}
+
+/// Writes the query rows (no prefix) and, for a separate gallery, the gallery rows (`gallery_`)
+/// into `out` (created if needed).
+fn export_sets(out: &Path, query: &SplitEmbeddings, gallery: Option<&SplitEmbeddings>) -> Result<(), TrainError> {
+    std::fs::create_dir_all(out).map_err(|e| TrainError::io(out, e))?;
+    export(out, "", query)?;
+    if let Some(g) = gallery {
+        export(out, "gallery_", g)?;
+    }
+    Ok(())
 }
 
 /// Writes `<prefix>embeddings.npy` (`float32 [N, D]`) and `<prefix>labels.npy`

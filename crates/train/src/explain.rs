@@ -91,6 +91,18 @@ pub(crate) struct TupleImages {
     pub width: usize,
 }
 
+impl TupleImages {
+    /// Every image as shown to a person: the run's normalisation undone.
+    pub(crate) fn display(&self, config: &TrainConfig) -> Result<Vec<image::RgbImage>, TrainError> {
+        let plane = 3 * self.height * self.width;
+        self.values
+            .chunks(plane)
+            .map(|chw| denormalize(chw, self.height, self.width, config.data.mean, config.data.std))
+            .collect::<Result<_, _>>()
+            .map_err(render_error)
+    }
+}
+
 pub(crate) fn load_images(paths: &[PathBuf], pipeline: &Pipeline) -> Result<TupleImages, TrainError> {
     let mut values = Vec::new();
     let mut size = None;
@@ -239,19 +251,7 @@ pub fn explain_attention(req: &AttentionRequest) -> Result<AttentionReport, Trai
     std::fs::create_dir_all(&req.out).map_err(|e| TrainError::io(&req.out, e))?;
 
     let plane = tuple.height * tuple.width;
-    let rgb: Vec<image::RgbImage> = (0..tuple.n)
-        .map(|i| {
-            let chw = &tuple.values[i * 3 * plane..(i + 1) * 3 * plane];
-            denormalize(
-                chw,
-                tuple.height,
-                tuple.width,
-                run.config.data.mean,
-                run.config.data.std,
-            )
-        })
-        .collect::<Result<_, _>>()
-        .map_err(render_error)?;
+    let rgb = tuple.display(&run.config)?;
     let scores = values(att.scores.clone());
     let captions: Vec<String> = kind
         .roles()

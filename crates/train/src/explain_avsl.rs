@@ -9,9 +9,8 @@ use burn::tensor::{Tensor, TensorData};
 use dml_data::Pipeline;
 use dml_explain::avsl::certainty::certainty;
 use dml_explain::avsl::graph::{LevelInput, infer};
-use dml_explain::avsl::link_star::link_star;
 use dml_explain::render::{
-    GridRow, PanelItem, PanelStyle, ValueRange, denormalize, map_grid, panel, resize_bilinear, save_png_atomic,
+    GridRow, PanelItem, PanelStyle, ValueRange, map_grid, panel, resize_bilinear, save_png_atomic,
 };
 use serde::Serialize;
 
@@ -141,13 +140,7 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
     let outputs = module.embedder.forward(&run.model.backbone.forward_features(images));
     let avsl = &run.config.avsl;
     let fail = |e: dml_explain::ExplainError| TrainError::Config(format!("avsl: {e}"));
-    let links: Vec<Tensor<2>> = module
-        .memory
-        .values()
-        .into_iter()
-        .map(|l| link_star(l, avsl.topk).map(|(star, _)| star))
-        .collect::<Result<_, _>>()
-        .map_err(fail)?;
+    let links = module.memory.stars(avsl.topk).map_err(fail)?;
     let etas: Vec<Tensor<2>> = outputs
         .iter()
         .map(|o| certainty(o.cam.clone(), avsl.certainty))
@@ -163,15 +156,18 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
         })
         .collect();
     let graph = infer(&levels, &links, &module.reliability.regressions(), avsl.gamma).map_err(fail)?;
-    let lambda: Vec<Vec<f32>> = graph.attribution(&links).into_iter().map(values).collect();
+    let attribution = graph.attribution(&links);
+    let recomposed = values(graph.recomposed(&attribution))[0];
+    let lambda: Vec<Vec<f32>> = attribution.into_iter().map(values).collect();
     let deltas: Vec<Vec<f32>> = graph.nodes.iter().cloned().map(values).collect();
     let reliability: Vec<Vec<f32>> = graph.reliability.iter().cloned().map(values).collect();
     let stage_names = run.model.backbone.stage_names();
+    // Every level's CAMs and certainties are read back once, for all the nodes shown.
+    let cams: Vec<Vec<f32>> = outputs.iter().map(|o| values(o.cam.clone())).collect();
+    let etas: Vec<Vec<f32>> = etas.into_iter().map(values).collect();
     let node_report = |l: usize, j: usize| -> NodeReport {
-        let cam = &outputs[l].cam;
-        let [_, r, h, w] = cam.dims();
-        let maps = values(cam.clone());
-        let eta = values(etas[l].clone());
+        let [_, r, h, w] = outputs[l].cam.dims();
+        let (maps, eta) = (&cams[l], &etas[l]);
         let plane = |b: usize| maps[(b * r + j) * h * w..(b * r + j + 1) * h * w].to_vec();
         NodeReport {
             node: j,
@@ -228,19 +224,7 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
     };
 
     std::fs::create_dir_all(&req.out).map_err(|e| TrainError::io(&req.out, e))?;
-    let plane = pair.height * pair.width;
-    let rgb: Vec<image::RgbImage> = (0..2)
-        .map(|i| {
-            denormalize(
-                &pair.values[i * 3 * plane..(i + 1) * 3 * plane],
-                pair.height,
-                pair.width,
-                run.config.data.mean,
-                run.config.data.std,
-            )
-        })
-        .collect::<Result<_, _>>()
-        .map_err(render_error)?;
+    let rgb = pair.display(&run.config)?;
     let mut files = Vec::new();
     let rgb = &rgb;
     // Each node fills two columns (the first and the second image), captioned with two halves of
@@ -329,9 +313,6 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
     files.push(path);
 
     let d_hat: f32 = values(graph.distance.clone())[0];
-    let recomposed = (0..lambda.len())
-        .map(|l| lambda[l].iter().zip(&deltas[l]).map(|(a, b)| a * b).sum::<f32>())
-        .sum();
     let report = AvslReport {
         checkpoint: run.checkpoint.clone(),
         images: req.images.clone(),

@@ -222,24 +222,21 @@ impl Learner {
         };
         let mut times = StepTimes::default();
         let mut t = Instant::now();
-        let loss = match (&self.diml, &self.mining) {
+        let loss = match (&self.diml, &self.mining, self.avsl.as_mut()) {
             // AVSL needs every stage's maps (on the graph); forward and loss are one phase.
-            _ if self.avsl.is_some() => {
-                let avsl = self.avsl.as_mut().expect("checked by the guard");
-                avsl.loss(&self.model, &self.loss, images, labels, self.miner.as_ref(), seed)?
-            }
-            (None, None) => {
+            (_, _, Some(avsl)) => avsl.loss(&self.model, &self.loss, images, labels, self.miner.as_ref(), seed)?,
+            (None, None, None) => {
                 let embeddings = self.model.forward(images);
                 times.forward = sync(&mut t);
                 self.loss.forward(embeddings, labels, self.miner.as_ref(), seed)?.loss
             }
             // The structural matching needs the feature maps: forward and loss are one phase.
-            (Some(diml), _) => {
+            (Some(diml), _, None) => {
                 diml.forward(&self.model, &self.loss, images, labels, self.miner.as_ref(), seed)?
                     .loss
             }
             // Similarity mining needs the last feature maps (on the graph) and the images.
-            (None, Some(mining)) => {
+            (None, Some(mining), None) => {
                 let (embeddings, features) = self.model.forward_with_features(images.clone());
                 times.forward = sync(&mut t);
                 let metric = self

@@ -11,7 +11,6 @@ use burn::tensor::{Device, Distribution, Tensor};
 use dml_data::Split;
 use dml_explain::avsl::certainty::certainty;
 use dml_explain::avsl::graph::{LevelInput, infer};
-use dml_explain::avsl::link_star::link_star;
 use train::avsl_eval::{self, Depth};
 use train::checkpoint::AVSL_FILES;
 use train::evaluate::{DimlEval, EvalRequest, run_eval};
@@ -71,12 +70,7 @@ fn proxy_anchor_and_margin_train_checkpoint_and_evaluate_with_d_hat() {
         let device = Device::flex();
         let images = Tensor::<4>::random([5, 3, 24, 24], Distribution::Normal(0.0, 1.0), &device);
         let outputs = module.embedder.forward(&run.model.backbone.forward_features(images));
-        let links: Vec<Tensor<2>> = module
-            .memory
-            .values()
-            .into_iter()
-            .map(|l| link_star(l, 4).unwrap().0)
-            .collect();
+        let links = module.memory.stars(4).unwrap();
         let levels: Vec<LevelInput> = outputs
             .iter()
             .map(|o| {
@@ -91,17 +85,8 @@ fn proxy_anchor_and_margin_train_checkpoint_and_evaluate_with_d_hat() {
             .collect();
         let graph = infer(&levels, &links, &module.reliability.regressions(), 10.0).unwrap();
         let lambda = graph.attribution(&links);
-        let recomposed = lambda
-            .iter()
-            .zip(&graph.nodes)
-            .map(|(a, d)| (a.clone() * d.clone()).sum_dim(2).squeeze_dim::<2>(2))
-            .reduce(|a, b| a + b)
-            .unwrap();
-        let sums = lambda
-            .iter()
-            .map(|a| a.clone().sum_dim(2).squeeze_dim::<2>(2))
-            .reduce(|a, b| a + b)
-            .unwrap();
+        let recomposed = graph.recomposed(&lambda);
+        let sums = graph.attribution_sum(&lambda);
         let complete = links
             .iter()
             .all(|l| values(l.clone().sum_dim(0)).iter().all(|c| (c - 1.0).abs() < 1e-5));

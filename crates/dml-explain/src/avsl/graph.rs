@@ -147,4 +147,23 @@ impl AvslGraph {
         out.reverse();
         out
     }
+
+    /// `Σ_l Σ_r λ^l ⊙ δ^l` `[N, M]` for the attribution `lambda` of [`Self::attribution`]: equal
+    /// to [`Self::distance`] (Property 1).
+    pub fn recomposed(&self, lambda: &[Tensor<3>]) -> Tensor<2> {
+        lambda
+            .iter()
+            .zip(&self.nodes)
+            .fold(self.distance.zeros_like(), |acc, (a, d)| {
+                acc + (a.clone() * d.clone()).sum_dim(2).squeeze_dim::<2>(2)
+            })
+    }
+
+    /// `Σ_l Σ_r λ^l` `[N, M]`: `r` of the top level when every column of every `W̃` sums to 1
+    /// (Property 1), less when a column kept no positive edge.
+    pub fn attribution_sum(&self, lambda: &[Tensor<3>]) -> Tensor<2> {
+        lambda.iter().fold(self.distance.zeros_like(), |acc, a| {
+            acc + a.clone().sum_dim(2).squeeze_dim::<2>(2)
+        })
+    }
 }

@@ -113,4 +113,13 @@ impl LinkMemory {
     pub fn values(&self) -> Vec<Tensor<2>> {
         self.links.iter().map(|l| l.val()).collect()
     }
+
+    /// The top-`k` normalised edges `W̃` the graph infers with, one per level above the lowest
+    /// (see [`super::link_star::link_star`]).
+    pub fn stars(&self, k: usize) -> Result<Vec<Tensor<2>>, ExplainError> {
+        self.links
+            .iter()
+            .map(|l| super::link_star::link_star(l.val(), k).map(|(star, _)| star))
+            .collect()
+    }
 }

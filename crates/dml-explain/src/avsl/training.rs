@@ -13,7 +13,6 @@ use dml_models::AvslLevelOutput;
 
 use super::certainty::{Certainty, certainty};
 use super::graph::{AvslGraph, LevelInput, Reliability, infer};
-use super::link_star::link_star;
 use super::links::{LinkMemory, batch_links};
 use super::proxy_anchor::{LevelProxies, ProxyAnchorDistance};
 use crate::error::ExplainError;
@@ -160,11 +159,7 @@ pub fn avsl_loss(
         .map(|w| batch_links(w[0].clone(), w[1].clone()))
         .collect::<Result<Vec<_>, _>>()?;
     memory.update(&edges)?;
-    let links = memory
-        .values()
-        .into_iter()
-        .map(|l| link_star(l, settings.topk).map(|(star, _)| star))
-        .collect::<Result<Vec<_>, _>>()?;
+    let links = memory.stars(settings.topk)?;
     // The overall distance trains the reliability only: nodes and certainties are constants.
     let levels: Vec<LevelInput> = outputs
         .iter()
