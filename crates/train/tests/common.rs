@@ -70,3 +70,40 @@ pub const MINING: [&str; 5] = [
     "train.samples_per_epoch=80",
     "model.backbone=\"small_cnn\"",
 ];
+
+/// A run's `metrics.jsonl` without throughput (timing, not state), read back from its file so
+/// that runs compared with each other all go through the same JSON round trip.
+pub fn records(run: &Path) -> Vec<train::checkpoint::MetricsRecord> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut r: train::checkpoint::MetricsRecord = serde_json::from_str(l).unwrap();
+            r.images_per_sec = None;
+            r
+        })
+        .collect()
+}
+
+/// Trains the tiny run with `sets` (two epochs) uninterrupted, and again stopped after the first
+/// epoch and resumed from its checkpoint, and asserts that both wrote the same three evaluations.
+pub fn assert_resume_equals_uninterrupted(sets: &[&str]) {
+    use train::{RunOptions, train};
+    let runs = tempfile::tempdir().unwrap();
+    let straight = tiny_config(runs.path(), "straight", sets);
+    let straight = train(&straight, &RunOptions::default()).unwrap();
+    let config = tiny_config(runs.path(), "resumed", sets);
+    let first = RunOptions {
+        stop_after_epochs: Some(1),
+        ..RunOptions::default()
+    };
+    train(&config, &first).unwrap();
+    let resume = RunOptions {
+        resume: true,
+        ..RunOptions::default()
+    };
+    let resumed = train(&config, &resume).unwrap();
+    let straight = records(&straight.run_dir);
+    assert_eq!(straight.len(), 3);
+    assert_eq!(records(&resumed.run_dir), straight);
+}

@@ -7,21 +7,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use train::checkpoint::MetricsRecord;
-
-fn records(run: &Path) -> Vec<MetricsRecord> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut r: MetricsRecord = serde_json::from_str(l).unwrap();
-            // Throughput is timing, not state.
-            r.images_per_sec = None;
-            r
-        })
-        .collect()
-}
-
 fn train_cmd(runs: &Path, name: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_train"));
     let config = common::tiny_config(runs, name, &["train.epochs=3", "eval.every=1"]);
@@ -36,7 +21,7 @@ fn sigkill_then_resume_matches_an_uninterrupted_run() {
     let runs = tempfile::tempdir().unwrap();
     let status = train_cmd(runs.path(), "straight").status().unwrap();
     assert!(status.success());
-    let straight = records(&runs.path().join("straight"));
+    let straight = common::records(&runs.path().join("straight"));
     assert_eq!(straight.len(), 4);
 
     // Kill the second run as soon as its first checkpoint is committed, i.e. while it
@@ -54,7 +39,7 @@ fn sigkill_then_resume_matches_an_uninterrupted_run() {
     }
     child.kill().unwrap(); // SIGKILL on Unix.
     child.wait().unwrap();
-    let interrupted = records(&run);
+    let interrupted = common::records(&run);
     assert!(
         interrupted.len() < straight.len(),
         "the kill came too late to test anything"
@@ -67,5 +52,5 @@ fn sigkill_then_resume_matches_an_uninterrupted_run() {
 
     let resumed = train_cmd(runs.path(), "killed").arg("--resume").status().unwrap();
     assert!(resumed.success());
-    assert_eq!(records(&run), straight);
+    assert_eq!(common::records(&run), straight);
 }
