@@ -8,30 +8,21 @@
 //! triplets' soft-masked images, 3T more images forward and backward. Prints one JSON object per
 //! setting and their ratio.
 
-use std::time::Instant;
+mod common;
 
-use burn::tensor::{Tensor, TensorData};
 use train::device::parse_device;
 use train::{Learner, Shortcuts, TrainConfig};
 
 fn main() {
     dml_backend::retain_freed_memory();
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let device_name = value("--device").unwrap_or_else(|| "flex".into());
-    let steps: usize = value("--steps").map_or(10, |s| s.parse().expect("--steps N"));
-    let tuples: usize = value("--tuples").map_or(16, |s| s.parse().expect("--tuples T"));
+    let device_name = common::arg("--device").unwrap_or_else(|| "flex".into());
+    let steps: usize = common::parsed("--steps", 10);
+    let tuples: usize = common::parsed("--tuples", 16);
     let device = parse_device(&device_name).expect("device").autodiff();
     let (batch, side) = (40usize, 48usize);
     let labels: Vec<u32> = (0..batch as u32).map(|i| i / 8).collect();
-    let n = batch * 3 * side * side;
-    let pixels: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32 / 506.0 - 1.0).collect();
-    let images = || Tensor::<4>::from_data(TensorData::new(pixels.clone(), [batch, 3, side, side]), &device);
+    let pixels = common::pixels(batch, side);
+    let images = || common::batch(&pixels, batch, side, &device);
     let mut per_step = Vec::new();
     for mining in [false, true] {
         let sets: Vec<String> = vec![
@@ -43,17 +34,7 @@ fn main() {
         ];
         let config = TrainConfig::resolve(None, &Shortcuts::default(), &sets).expect("config");
         let mut learner = Learner::new(&config, 5, &device).expect("learner");
-        // Warm-up: allocation pools, autotuning and (on wgpu) shader compilation.
-        for s in 0..2 {
-            learner.step(images(), &labels, s, [1e-4; 3]).expect("step");
-        }
-        let _ = device.sync();
-        let start = Instant::now();
-        for s in 0..steps {
-            learner.step(images(), &labels, s as u64, [1e-4; 3]).expect("step");
-        }
-        let _ = device.sync();
-        let seconds = start.elapsed().as_secs_f64() / steps as f64;
+        let seconds = common::seconds_per_step(&mut learner, images, &labels, steps, &device);
         per_step.push(seconds);
         println!(
             "{}",

@@ -6,6 +6,8 @@
 //!
 //! Prints one JSON object: maps per second and images (noisy copies) per second.
 
+mod common;
+
 use std::time::Instant;
 
 use burn::tensor::{Distribution, Tensor};
@@ -16,16 +18,9 @@ use train::{Shortcuts, TrainConfig};
 
 fn main() {
     dml_backend::retain_freed_memory();
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let device_name = value("--device").unwrap_or_else(|| "flex".into());
-    let maps: usize = value("--maps").map_or(20, |s| s.parse().expect("--maps N"));
-    let samples: usize = value("--samples").map_or(50, |s| s.parse().expect("--samples L"));
+    let device_name = common::arg("--device").unwrap_or_else(|| "flex".into());
+    let maps: usize = common::parsed("--maps", 20);
+    let samples: usize = common::parsed("--samples", 50);
     let device = parse_device(&device_name).expect("device").autodiff();
     let config = TrainConfig::resolve(None, &Shortcuts::default(), &[]).expect("config");
     let model = build_model(&config, &device).expect("model");

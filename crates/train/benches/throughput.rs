@@ -8,9 +8,8 @@
 //! and ResNet-18 at 112², batch 32 (PyTorch: 0.46 s per step). The loss is the
 //! contrastive loss, cheap next to the networks. Prints one JSON object per workload.
 
-use std::time::Instant;
+mod common;
 
-use burn::tensor::{Tensor, TensorData};
 use train::device::parse_device;
 use train::trainer::StepTimes;
 use train::{Learner, Shortcuts, TrainConfig};
@@ -26,16 +25,9 @@ struct Workload {
 fn main() {
     // As the `train` binary does: freed step buffers stay in the process.
     dml_backend::retain_freed_memory();
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let device_name = value("--device").unwrap_or_else(|| "flex".into());
-    let steps: usize = value("--steps").map_or(10, |s| s.parse().expect("--steps N"));
-    let only = value("--only");
+    let device_name = common::arg("--device").unwrap_or_else(|| "flex".into());
+    let steps: usize = common::parsed("--steps", 10);
+    let only = common::arg("--only");
     let workloads = [
         Workload {
             name: "small_cnn_28px_b128",
@@ -67,20 +59,9 @@ fn main() {
         let classes = w.batch / 4;
         let mut learner = Learner::new(&config, classes, &device).expect("learner");
         let labels: Vec<u32> = (0..w.batch as u32).map(|i| i / 4).collect();
-        let n = w.batch * 3 * w.side * w.side;
-        let pixels: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32 / 506.0 - 1.0).collect();
-        let images = || Tensor::<4>::from_data(TensorData::new(pixels.clone(), [w.batch, 3, w.side, w.side]), &device);
-        // Warm-up: allocation pools, autotuning and (on wgpu) shader compilation.
-        for s in 0..2 {
-            learner.step(images(), &labels, s, [1e-4; 3]).expect("step");
-        }
-        let _ = device.sync();
-        let start = Instant::now();
-        for s in 0..steps {
-            learner.step(images(), &labels, s as u64, [1e-4; 3]).expect("step");
-        }
-        let _ = device.sync();
-        let per_step = start.elapsed().as_secs_f64() / steps as f64;
+        let pixels = common::pixels(w.batch, w.side);
+        let images = || common::batch(&pixels, w.batch, w.side, &device);
+        let per_step = common::seconds_per_step(&mut learner, images, &labels, steps, &device);
         let mut total = StepTimes::default();
         let profiled = steps.clamp(1, 5);
         for s in 0..profiled {
