@@ -18,6 +18,7 @@ mod attach;
 mod distance;
 mod error;
 mod gemm;
+pub mod geodesic;
 mod host;
 mod host_grad;
 mod losses;

@@ -4,13 +4,20 @@
 //! (compared as sets). Everything is driven by each case's `config` (and `miner`), never by
 //! its file name, and every failing case is reported by name.
 //!
+//! Also every `ppgml_lifting` case (PPGML Eq. 6: `M`, the Kronecker system, `S`, `V`, the
+//! tangent condition and the retraction of `V`) and every `ppgml_loss` case (GML-Tri, GML-PA,
+//! GML-MS with a given `ϕ_s` and `λ`; the `*_reduction` cases also against the catalogue's
+//! baseline loss); each kind must have at least one case.
+//!
 //! The cases record PML's attributes after construction, so a few values are converted
 //! back to constructor arguments here: angles stored in radians (ArcFace and tuplet margins,
 //! the angular loss's α) become degrees, and SoftTriple's stored `gamma` is `1 / gamma`.
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
+use dml_losses::geodesic::stiefel::{kron_system, lift, retract, tangent_residual};
 use dml_losses::{LossConfig, Miner, MinerConfig, Tuples};
 use dml_testkit::{Array, Case, Report, Tolerance, cases_or_panic, get};
+use nalgebra::{DMatrix, SymmetricEigen};
 use serde_json::{Map, Value, json};
 
 fn num(cfg: &Value, key: &str) -> Option<f64> {
@@ -374,4 +381,247 @@ fn every_loss_and_mined_loss_case() {
         report.record(case, outcome);
     }
     report.finish("loss reference");
+}
+
+/// Runs `run` on every case of `kind` (at least one must exist) and reports every failure by
+/// file name, a panic included.
+fn run_all(kind: &str, run: fn(&Case) -> Result<(), String>) {
+    let cases = cases_or_panic("reference", &[kind]);
+    let mut report = Report::new();
+    for case in &cases {
+        let outcome = std::panic::catch_unwind(|| run(case)).unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("panicked: {msg}"))
+        });
+        report.record(case, outcome);
+    }
+    report.finish(kind);
+}
+
+/// A `[rows, cols]` JSON array as a matrix.
+fn matrix(v: &Value, what: &str) -> Result<DMatrix<f64>, String> {
+    let a = Array::from_json(v, what)?;
+    match a.shape[..] {
+        [r, c] => Ok(DMatrix::from_row_slice(r, c, &a.data)),
+        _ => Err(format!("{what} is not a matrix: shape {:?}", a.shape)),
+    }
+}
+
+/// The row-major values of a matrix, as the cases store them.
+fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
+    m.transpose().as_slice().to_vec()
+}
+
+/// The `i`-th matrix of the list `expected.key`.
+fn expected_matrix(expected: &Value, key: &str, i: usize) -> Result<DMatrix<f64>, String> {
+    let list = get(expected, key)?.as_array().ok_or(format!("{key} is not a list"))?;
+    matrix(
+        list.get(i).ok_or(format!("{key} has no entry {i}"))?,
+        &format!("{key}[{i}]"),
+    )
+}
+
+fn run_lifting_case(case: &Case) -> Result<(), String> {
+    let tol = case.tolerance()?;
+    let inputs = case.field("inputs")?;
+    let expected = case.field("expected")?;
+    let w = matrix(get(inputs, "W")?, "W")?;
+    let qs = get(inputs, "Q")?.as_array().ok_or("Q is not a list")?;
+    let pd = get(expected, "S_positive_definite")?
+        .as_array()
+        .ok_or("S_positive_definite is not a list")?;
+    let mut errors = Vec::new();
+    for (i, q) in qs.iter().enumerate() {
+        let q = matrix(q, &format!("Q[{i}]"))?;
+        let Some(l) = lift(&w, &q) else {
+            errors.push(format!("Q[{i}]: no lifting (singular Kronecker system)"));
+            continue;
+        };
+        let got = [
+            ("M", row_major(&l.m)),
+            ("kron_system", row_major(&kron_system(&l.m))),
+            ("S", row_major(&l.s)),
+            ("V", row_major(&l.v)),
+            ("retraction_of_V", row_major(&retract(&w, &l.v))),
+        ];
+        for (key, values) in got {
+            let want = expected_matrix(expected, key, i)?;
+            if let Err(e) = tol.compare(&format!("{key}[{i}]"), &values, &row_major(&want)) {
+                errors.push(e);
+            }
+        }
+        let residual = tangent_residual(&w, &l.v);
+        if residual.is_nan() || residual > tol.abs {
+            errors.push(format!("Q[{i}]: |WᵀV + VᵀW| = {residual} above {}", tol.abs));
+        }
+        let symmetric = (&l.s + l.s.transpose()) * 0.5;
+        let positive = SymmetricEigen::new(symmetric).eigenvalues.iter().all(|&v| v > 0.0);
+        if pd.get(i).and_then(Value::as_bool) != Some(positive) {
+            errors.push(format!(
+                "Q[{i}]: S positive definite is {positive}, want {:?}",
+                pd.get(i)
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// A loss of the catalogue from a name and its fields.
+fn catalogue(name: &str, mut fields: Map<String, Value>) -> Result<LossConfig, String> {
+    fields.insert("name".into(), json!(name));
+    serde_json::from_value(Value::Object(fields)).map_err(|e| format!("{name}: config does not deserialise: {e}"))
+}
+
+/// The loss, `∂L/∂embeddings` and `∂L/∂proxies` (when the case has proxies) of one pass.
+type Pass = (f64, Vec<f64>, Option<Vec<f64>>);
+
+/// One forward and backward pass of `config` on the case's inputs.
+fn pass(
+    config: &LossConfig,
+    emb: &Array,
+    labels: &[u32],
+    proxies: Option<&Array>,
+    num_classes: usize,
+) -> Result<Pass, String> {
+    let device = Device::flex().autodiff();
+    let mut loss = config
+        .init(num_classes, emb.shape[1], &device)
+        .map_err(|e| e.to_string())?;
+    if let Some(p) = proxies {
+        loss.set_parameter("proxies", TensorData::new(p.data.clone(), p.shape.clone()), &device)
+            .map_err(|e| e.to_string())?;
+    }
+    let x: Tensor<2> = tensor_f64(emb, &device).require_grad();
+    let out = loss.forward(x.clone(), labels, None, 0).map_err(|e| e.to_string())?;
+    let value = values(out.loss.clone())[0];
+    let grads = out.loss.backward();
+    let gx = x.grad(&grads).map(values).unwrap_or_else(|| vec![0.0; emb.data.len()]);
+    let gp = proxies.map(|p| {
+        loss.parameter_grad("proxies", &grads)
+            .map(|d| d.iter::<f64>().collect())
+            .unwrap_or_else(|| vec![0.0; p.data.len()])
+    });
+    Ok((value, gx, gp))
+}
+
+/// Compares a pass with `expected.<loss_key>` and `expected.<grad_key>`.
+fn compare_pass(
+    tol: &Tolerance,
+    expected: &Value,
+    (loss_key, grad_key): (&str, &str),
+    (value, gx, gp): &Pass,
+    errors: &mut Vec<String>,
+) -> Result<(), String> {
+    let want = Array::from_json(get(expected, loss_key)?, loss_key)?;
+    if let Err(e) = tol.compare(loss_key, &[*value], &want.data) {
+        errors.push(e);
+    }
+    let want = Array::from_json(get(expected, &format!("{grad_key}.embeddings"))?, "grad")?;
+    if let Err(e) = tol.compare(&format!("{grad_key}[embeddings]"), gx, &want.data) {
+        errors.push(e);
+    }
+    if let Some(gp) = gp {
+        let want = Array::from_json(get(expected, &format!("{grad_key}.proxies"))?, "grad")?;
+        if let Err(e) = tol.compare(&format!("{grad_key}[proxies]"), gp, &want.data) {
+            errors.push(e);
+        }
+    }
+    Ok(())
+}
+
+fn run_ppgml_loss_case(case: &Case) -> Result<(), String> {
+    let tol = case.tolerance()?;
+    let cfg = case.field("config")?;
+    let inputs = case.field("inputs")?;
+    let expected = case.field("expected")?;
+    let emb = Array::from_json(get(inputs, "embeddings")?, "embeddings")?;
+    let labels: Vec<u32> = get(inputs, "labels")?
+        .as_array()
+        .ok_or("labels is not an array")?
+        .iter()
+        .map(|v| v.as_u64().map(|x| x as u32).ok_or("label is not an integer"))
+        .collect::<Result<_, _>>()?;
+    let eigenvalues = Array::from_json(get(inputs, "eigenvalues")?, "eigenvalues")?;
+    let proxies = inputs
+        .get("proxies")
+        .map(|p| Array::from_json(p, "proxies"))
+        .transpose()?;
+    let num_classes = match &proxies {
+        Some(p) => p.shape[0],
+        None => labels.iter().map(|&l| l as usize + 1).max().unwrap_or(1),
+    };
+    let hp = get(cfg, "hyperparameters")?;
+    let hyper = |key: &str| get(hp, key).and_then(|v| v.as_f64().ok_or(format!("{key} is not a number")));
+    let mut fields = Map::new();
+    fields.insert("eps2".into(), get(cfg, "eps2")?.clone());
+    fields.insert(
+        "factor".into(),
+        json!({"fixed_phi_s": get(cfg, "phi_s")?, "fixed_eigenvalues": eigenvalues.data}),
+    );
+    let variant = get(cfg, "variant")?.as_str().ok_or("variant is not a string")?;
+    let (name, baseline) = match variant {
+        "GML-Tri" => {
+            let beta1 = hyper("beta1")?;
+            fields.insert("beta1".into(), json!(beta1));
+            let base = json!({"pos_margin": beta1, "neg_margin": beta1,
+                "distance": {"type": "lp", "power": 2.0, "normalize_embeddings": true}});
+            ("gml_tri", ("contrastive", base))
+        }
+        "GML-PA" => {
+            let (margin, alpha) = (hyper("beta2")?, hyper("alpha")?);
+            fields.insert("margin".into(), json!(margin));
+            fields.insert("alpha".into(), json!(alpha));
+            ("gml_pa", ("proxy_anchor", json!({"margin": margin, "alpha": alpha})))
+        }
+        "GML-MS" => {
+            let (alpha, beta, base) = (hyper("alpha_ms")?, hyper("beta_ms")?, hyper("lambda_ms")?);
+            fields.insert("alpha".into(), json!(alpha));
+            fields.insert("beta".into(), json!(beta));
+            fields.insert("base".into(), json!(base));
+            (
+                "gml_ms",
+                ("multi_similarity", json!({"alpha": alpha, "beta": beta, "base": base})),
+            )
+        }
+        other => return Err(format!("unknown GML variant {other}")),
+    };
+    let mut errors = Vec::new();
+    let got = pass(&catalogue(name, fields)?, &emb, &labels, proxies.as_ref(), num_classes)?;
+    compare_pass(&tol, expected, ("loss", "grad"), &got, &mut errors)?;
+    if expected.get("baseline_loss").is_some() {
+        let Value::Object(fields) = baseline.1 else {
+            unreachable!("the baseline fields are an object")
+        };
+        let base = pass(
+            &catalogue(baseline.0, fields)?,
+            &emb,
+            &labels,
+            proxies.as_ref(),
+            num_classes,
+        )?;
+        compare_pass(&tol, expected, ("baseline_loss", "baseline_grad"), &base, &mut errors)?;
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+#[test]
+fn every_ppgml_lifting_case() {
+    run_all("ppgml_lifting", run_lifting_case);
+}
+
+#[test]
+fn every_ppgml_loss_case() {
+    run_all("ppgml_loss", run_ppgml_loss_case);
 }

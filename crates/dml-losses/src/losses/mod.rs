@@ -15,6 +15,7 @@
 
 mod classifier;
 mod evaluate;
+mod gml;
 mod state;
 
 pub use evaluate::{Batch, BatchData, Context};
@@ -251,6 +252,14 @@ registry! {
     sup_con => SupCon(SupConLossConfig),
     /// Quadruplet loss (Chen et al. 2017), as in DIML's Table 1.
     quadruplet => Quadruplet(QuadrupletLossConfig),
+    /// GML-Tri: the triplet-style hinge on `ϕ_s D²` (Kim & Song 2022, PPGML Eq. 9).
+    gml_tri => GmlTri(GmlTriLossConfig),
+    /// GML-Cont: the contrastive loss on `ϕ_s D²` (PPGML App. I Eq. I.1).
+    gml_contrastive => GmlContrastive(GmlContrastiveLossConfig),
+    /// GML-MS: multi-similarity with `ϕ_s`-scaled sums (PPGML App. I Eq. I.2).
+    gml_ms => GmlMs(GmlMsLossConfig),
+    /// GML-PA: Proxy-Anchor with `ϕ_s`-scaled sums (PPGML Eq. 10).
+    gml_pa => GmlPa(GmlPaLossConfig),
 }
 
 /// Whether `snake` is serde's `snake_case` form of the variant name `camel` (an underscore

@@ -55,14 +55,17 @@ impl RegisteredLoss for MultiSimilarityLossConfig {
     }
 
     fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
-        on_host(self, ctx, batch, |c, input| (c.host(input), Vec::new()))
+        on_host(self, ctx, batch, |c, input| (c.host(input, 0.0), Vec::new()))
     }
 }
 
 impl MultiSimilarityLossConfig {
     /// Per anchor `1/α log(1 + Σ_p e^{α margin(S_ap, λ)}) + 1/β log(1 + Σ_n e^{β margin(λ, S_an)})`
     /// with its gradient (the softmax weights of each log-sum-exp).
-    fn host(&self, input: &HostInput<'_>) -> HostLoss {
+    ///
+    /// Every exponent is shifted by `log_phi`: `log(1 + ϕ Σ e^x) = log(1 + Σ e^{x + log ϕ})`,
+    /// which is GML-MS (PPGML App. I, Eq. I.2) with `ϕ_s = e^{log_phi}`; 0 is the MS loss.
+    pub(crate) fn host(&self, input: &HostInput<'_>, log_phi: f64) -> HostLoss {
         let n = input.mat.n;
         let m = &input.mat.values;
         let sim = input.mat.is_similarity;
@@ -95,14 +98,14 @@ impl MultiSimilarityLossConfig {
             xs.extend(
                 (0..n)
                     .filter(|&j| pos_keep[a * n + j])
-                    .map(|j| self.alpha * sign * (self.base - m[a * n + j])),
+                    .map(|j| self.alpha * sign * (self.base - m[a * n + j]) + log_phi),
             );
             let lp = logsumexp_with_weights(&xs, true, &mut pos_w[a]) / self.alpha;
             xs.clear();
             xs.extend(
                 (0..n)
                     .filter(|&j| neg_keep[a * n + j])
-                    .map(|j| self.beta * sign * (m[a * n + j] - self.base)),
+                    .map(|j| self.beta * sign * (m[a * n + j] - self.base) + log_phi),
             );
             let ln = logsumexp_with_weights(&xs, true, &mut neg_w[a]) / self.beta;
             losses[a] = lp + ln;

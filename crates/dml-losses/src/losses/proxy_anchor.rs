@@ -67,6 +67,20 @@ impl RegisteredLoss for ProxyAnchorLossConfig {
     /// through `ProxyAnchorGram`, so that no matrix product enters the graph; with any other
     /// distance from the graph's `[N, C]` matrix.
     fn evaluate(&self, ctx: &Context<'_>, batch: Batch<'_>) -> Result<LossOutput, LossError> {
+        self.evaluate_scaled(ctx, batch, 0.0)
+    }
+}
+
+impl ProxyAnchorLossConfig {
+    /// [`RegisteredLoss::evaluate`] with every sum of exponentials scaled by `e^{log_phi}`:
+    /// `log(1 + ϕ Σ e^x) = log(1 + Σ e^{x + log ϕ})`, which is GML-PA (PPGML Eq. 10) with
+    /// `ϕ_s = e^{log_phi}`; `log_phi = 0` is Proxy-Anchor itself.
+    pub(crate) fn evaluate_scaled(
+        &self,
+        ctx: &Context<'_>,
+        batch: Batch<'_>,
+        log_phi: f64,
+    ) -> Result<LossOutput, LossError> {
         let Batch {
             data,
             labels,
@@ -91,6 +105,7 @@ impl RegisteredLoss for ProxyAnchorLossConfig {
                 tuples: tuples.as_ref(),
                 normalize: distance.normalizes(),
                 sim,
+                log_phi,
             };
             return match (is_cpu_device(&embeddings.device()), dtype) {
                 (true, DType::F64) => Ok(on.host::<f64>(embeddings, proxies)),
@@ -102,22 +117,24 @@ impl RegisteredLoss for ProxyAnchorLossConfig {
         let [_, classes] = mat.dims();
         let values = read_f64s(mat.clone());
         check_host_values(&values, classes, "distance matrix")?;
-        let hl = self.host(&values, classes, sim, labels, tuples.as_ref(), ctx.reducer());
+        let hl = self.host(&values, classes, sim, labels, tuples.as_ref(), ctx.reducer(), log_phi);
         Ok(LossOutput {
             loss: attach(mat, hl.grad, hl.value),
             tuples: hl.tuples,
         })
     }
-}
 
-impl ProxyAnchorLossConfig {
     /// `mat` is the `[N, C]` matrix between embeddings and proxies; returns the loss and its
-    /// gradient with respect to `mat`.
+    /// gradient with respect to `mat`. Every logit is shifted by `log_phi` (see
+    /// [`Self::evaluate_scaled`]).
     ///
     /// Every sample is a positive of its own proxy and a negative of all others, so the two
     /// log-sum-exps of every proxy (over its column) are evaluated in three row-major passes
     /// over `[N, C]`: the logits and column maxima, the shifted exponentials and column sums,
     /// then the softmax weights as the gradient. Each pass runs along contiguous rows.
+    // The logit shift is one more scalar of the same evaluation; a struct for it alone would
+    // only rename the arguments.
+    #[allow(clippy::too_many_arguments)]
     fn host(
         &self,
         mat: &[f64],
@@ -126,6 +143,7 @@ impl ProxyAnchorLossConfig {
         labels: &[u32],
         tuples: Option<&Tuples>,
         reducer: &Reducer,
+        log_phi: f64,
     ) -> HostLoss {
         let n = labels.len();
         // Mined samples enter with log-weight (w - 1): unmined ones are damped.
@@ -139,7 +157,7 @@ impl ProxyAnchorLossConfig {
         let (mut max_pos, mut max_neg) = (vec![0.0f64; c], vec![0.0f64; c]);
         let mut members = vec![0usize; c];
         for (i, (row, m_row)) in logits.chunks_exact_mut(c).zip(mat.chunks_exact(c)).enumerate() {
-            let base = alpha * margin + offset[i];
+            let base = alpha * margin + offset[i] + log_phi;
             for (l, &m) in row.iter_mut().zip(m_row) {
                 *l = base + alpha * sign * m;
             }
@@ -209,6 +227,8 @@ pub(crate) struct ProxyAnchorGram<'a> {
     pub normalize: bool,
     /// Whether the distance is a similarity.
     pub sim: bool,
+    /// The shift of every logit, `log ϕ_s` for GML-PA (0 for Proxy-Anchor).
+    pub log_phi: f64,
 }
 
 impl ProxyAnchorGram<'_> {
@@ -231,7 +251,7 @@ impl ProxyAnchorGram<'_> {
         let cos = normalize_product(&raw, &xn, &pn);
         let hl = self
             .config
-            .host(&cos, classes, self.sim, self.labels, self.tuples, self.reducer);
+            .host(&cos, classes, self.sim, self.labels, self.tuples, self.reducer, self.log_phi);
         let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
         let dr: Vec<T> = dr.into_iter().map(T::narrow).collect();
         // The diagonal terms first; the two products are then accumulated onto them, side by
@@ -280,7 +300,7 @@ impl ProxyAnchorGram<'_> {
         let cos = normalize_product(&raw, &xn, &pn);
         let hl = self
             .config
-            .host(&cos, classes, self.sim, self.labels, self.tuples, self.reducer);
+            .host(&cos, classes, self.sim, self.labels, self.tuples, self.reducer, self.log_phi);
         let (dr, u, v) = normalize_product_backward(&hl.grad, &cos, &xn, &pn);
         let dr = float_tensor(dr, [n, classes], &device, dtype);
         let grad_x = dr.clone().matmul(pd.clone()) + xd.clone() * float_tensor(u, [n, 1], &device, dtype);
