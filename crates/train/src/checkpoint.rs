@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
+use dml_losses::geodesic::FactorCounts;
+
 use crate::eval::Metrics;
 
 /// One evaluation of a run (a line of `metrics.jsonl`).
@@ -32,6 +34,10 @@ pub struct MetricsRecord {
     /// Training throughput of the epoch in images per second (timing; not part of the
     /// reproducible state).
     pub images_per_sec: Option<f64>,
+    /// What PPGML's geodesic factor did during the epoch (GML losses only): batches computed,
+    /// degenerate batches by reason, and the sums of `ϕ_s` and `Σλ`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geodesic: Option<FactorCounts>,
 }
 
 /// The best model so far by the configured `val` metric.

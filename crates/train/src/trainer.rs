@@ -13,6 +13,7 @@ use burn::optim::{AdamConfig, AdamWConfig, GradientsParams, ModuleOptimizer, Sgd
 use burn::store::ModuleRecord;
 use burn::tensor::{Device, Tensor, TensorData};
 use dml_data::{BatchLoader, BatchSampler, ImageDataset, LoaderConfig, MPerClassSampler, Split, mix};
+use dml_losses::geodesic::factor_counts;
 use dml_losses::{LossError, MetricLoss, Miner};
 use dml_models::{BackboneConfig, EmbeddingModel, EmbeddingModelConfig};
 
@@ -622,6 +623,7 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
             train_loss: None,
             lr_factor: config.schedule.factor(0),
             images_per_sec: None,
+            geodesic: None,
         };
         print_record(&record);
         state.history.push(record);
@@ -668,6 +670,9 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
         );
         let start = Instant::now();
         let (mut loss_sum, mut images_seen) = (0.0f64, 0usize);
+        // The GML losses count their geodesic factors on this thread; the epoch's share is
+        // the difference of two snapshots.
+        let factors_before = factor_counts();
         // A divergence is reported with where it was found and the learning rates that
         // caused it, and with the checkpoint of the last finite epoch, which `latest.json`
         // still names (a pointer that cannot be read only loses that hint: it must not hide
@@ -711,6 +716,7 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
         // back costs nothing noticeable (and after the throughput is measured, which it must
         // not skew).
         let images_per_sec = images_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+        let geodesic = Some(factor_counts().since(&factors_before)).filter(|c| c.batches > 0);
         if let Some(value) = learner.first_non_finite() {
             return Err(diverged(n_batches, state.global_step, value));
         }
@@ -738,6 +744,7 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
                 train_loss: Some(loss_sum / n_batches.max(1) as f64),
                 lr_factor: factor,
                 images_per_sec: Some(images_per_sec),
+                geodesic,
             };
             print_record(&record);
             state.history.push(record);
@@ -784,8 +791,16 @@ fn print_record(r: &MetricsRecord) {
     });
     let loss = r.train_loss.map_or(String::new(), |l| format!(" | loss {l:.4}"));
     let speed = r.images_per_sec.map_or(String::new(), |s| format!(" | {s:.0} img/s"));
+    let factor = r.geodesic.map_or(String::new(), |g| {
+        format!(
+            " | ϕ_s {:.3} ({} of {} batches neutral)",
+            g.mean_phi_s().unwrap_or(1.0),
+            g.degenerate(),
+            g.batches
+        )
+    });
     println!(
-        "epoch {:>3} | {} P@1 {:.4} R-P {:.4} MAP@R {:.4}{val}{loss}{speed}",
+        "epoch {:>3} | {} P@1 {:.4} R-P {:.4} MAP@R {:.4}{val}{loss}{speed}{factor}",
         r.epoch, r.split, r.metrics.precision_at_1, r.metrics.r_precision, r.metrics.map_at_r
     );
 }

@@ -1,6 +1,7 @@
 //! Every loss of the catalogue plugs into the same training loop through the
 //! configuration alone and trains one epoch on the synthetic set without a non-finite
-//! loss (the loop stops with an error on NaN or infinity, naming epoch and step).
+//! loss (the loop stops with an error on NaN or infinity, naming epoch and step); the
+//! GML losses of PPGML also record their geodesic factor in the epoch's metrics.
 
 mod common;
 
@@ -30,6 +31,18 @@ fn each_loss_trains_one_epoch_without_nan() {
                 let ok = last.train_loss.is_some_and(f64::is_finite) && last.metrics.precision_at_1.is_finite();
                 if !ok {
                     failures.push(format!("{name}: {last:?}"));
+                }
+                // PPGML's losses record their geodesic factor of every step; no other loss
+                // records one.
+                let factors_ok = match (name.starts_with("gml_"), &last.geodesic) {
+                    (true, Some(g)) => {
+                        g.batches > 0 && g.phi_s_sum.is_finite() && g.mean_phi_s().is_some_and(|p| p > 0.0)
+                    }
+                    (false, None) => true,
+                    _ => false,
+                };
+                if !factors_ok {
+                    failures.push(format!("{name}: geodesic factor record {:?}", last.geodesic));
                 }
             }
             Err(e) => failures.push(format!("{name}: {e}")),

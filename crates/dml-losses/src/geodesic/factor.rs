@@ -13,10 +13,8 @@
 //! triplet, or a `ϕ_s` that is not positive) gets the neutral factor `ϕ_s = 1`, `λ = []`, with
 //! which every GML loss is exactly its baseline; a disconnected k-NN graph has its components
 //! joined by their shortest edges (as scikit-learn's Isomap) and keeps its factor. Each case
-//! bumps a process-wide counter ([`factor_counts`]) that training can write to its metrics. The
+//! bumps a per-thread counter ([`factor_counts`]) that training can write to its metrics. The
 //! factor is never NaN.
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use nalgebra::DMatrix;
 use rand::{Rng, SeedableRng};
@@ -26,6 +24,21 @@ use super::lda::lda;
 use super::pip::choose_dimension;
 use super::stiefel::{canonical_point, intrinsic_mean, lift_or_project, polar_projection, vectorize};
 use crate::error::LossError;
+
+/// How the per-sample factors `ϕ_i` become the one scale of the loss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactorScale {
+    /// The paper's sum `ϕ_s = Σ_i ϕ_i` (Eq. 8–9). It grows with the batch size: with 40
+    /// samples of normalised embeddings it is of the order of 10–40.
+    #[default]
+    Sum,
+    /// The authors' public code (kdhht2334/GML-DML): `ϕ_s = clamp(√(mean_i |ϕ_i|), lo, hi)` with
+    /// `[lo, hi]` = [`GeodesicFactorConfig::clamp`] ("value clipping for gradient exploding").
+    /// Their GML-PA divides `Σ|ϕ_i|` by the number of classes and their GML-MS clamps at
+    /// `[0.8, 1.5]`; this option takes the mean over the batch for every loss.
+    ClampedRoot,
+}
 
 dml_config::config! {
     /// Configuration of the geodesic factor (PPGML Sec. III-A; defaults of Sec. IV-B), shared
@@ -40,6 +53,10 @@ dml_config::config! {
         pub neighbors: usize = 5,
         /// The scale `ε1` of the sampling half-width `ε1 λ̄` (Eq. 7).
         pub eps1: f64 = 0.1,
+        /// How the `ϕ_i` make `ϕ_s`: `sum` (the paper) or `clamped_root` (the public code).
+        pub scale: FactorScale = FactorScale::Sum,
+        /// The interval `[lo, hi]` of `scale = "clamped_root"` (the public GML-PA code's).
+        pub clamp: [f64; 2] = [0.5, 1.5],
         /// The iterations of the intrinsic-mean fixed point (see `stiefel::intrinsic_mean`).
         pub mean_iterations: usize = 50,
         /// A fixed `ϕ_s` instead of the per-batch factor (ablations and oracle cases): with
@@ -71,6 +88,10 @@ impl GeodesicFactorConfig {
             && !(phi > 0.0 && phi.is_finite())
         {
             return err(format!("fixed_phi_s must be finite and > 0, got {phi}"));
+        }
+        let [lo, hi] = self.clamp;
+        if !(lo > 0.0 && lo <= hi && hi.is_finite()) {
+            return err(format!("clamp must be [lo, hi] with 0 < lo ≤ hi < ∞, got [{lo}, {hi}]"));
         }
         if self.fixed_eigenvalues.iter().any(|l| !l.is_finite()) {
             return err("fixed_eigenvalues must be finite".into());
@@ -105,10 +126,10 @@ pub struct GeodesicFactor {
     pub pip: Vec<f64>,
     /// The centre `C_m`: the mean of `D_ap + D_an` over all triplets (Eq. 7).
     pub center: f64,
-    /// `∂ϕ_s/∂C_m = N 1ᵀe_1` of the reparameterised sample (for analysis; the losses treat
+    /// `∂ϕ_s/∂C_m = N 1ᵀe_1` of the reparameterised sample (of the paper's sum scale) (for analysis; the losses treat
     /// the factor as a constant).
     pub d_phi_d_center: f64,
-    /// `∂ϕ_s/∂λ̄ = ε1 Σ_i e_1ᵀu_i` of the reparameterised sample.
+    /// `∂ϕ_s/∂λ̄ = ε1 Σ_i e_1ᵀu_i` of the reparameterised sample (of the paper's sum scale).
     pub d_phi_d_mean_eigenvalue: f64,
     /// Why the batch got the neutral factor, if it did.
     pub degeneracy: Option<Degeneracy>,
@@ -152,8 +173,8 @@ impl GeodesicFactor {
     }
 }
 
-/// Counts of the geodesic factor since the process started (see [`factor_counts`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counts of the geodesic factor on the calling thread since it started (see [`factor_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FactorCounts {
     /// Batches whose factor was computed (not fixed).
     pub batches: u64,
@@ -173,6 +194,10 @@ pub struct FactorCounts {
     pub shrunk_scatter: u64,
     /// Points, over all batches, without a lifting at the mean (projected instead).
     pub singular_lifts: u64,
+    /// The sum of `ϕ_s` over the computed batches, neutral ones included (as 1).
+    pub phi_s_sum: f64,
+    /// The sum of `Σλ` over the computed batches.
+    pub eigenvalue_sum: f64,
 }
 
 impl FactorCounts {
@@ -180,49 +205,73 @@ impl FactorCounts {
     pub fn degenerate(&self) -> u64 {
         self.too_few_points + self.singular_scatter + self.no_triplets + self.non_positive_factor
     }
-}
 
-/// The process-wide counters behind [`factor_counts`]: a loss cannot report them through its
-/// output (whose type every loss shares), so training reads them between steps.
-struct Counters([AtomicU64; 8]);
+    /// The counts accumulated since `earlier`, a snapshot of the same thread.
+    pub fn since(&self, earlier: &FactorCounts) -> FactorCounts {
+        FactorCounts {
+            batches: self.batches - earlier.batches,
+            too_few_points: self.too_few_points - earlier.too_few_points,
+            disconnected_graph: self.disconnected_graph - earlier.disconnected_graph,
+            singular_scatter: self.singular_scatter - earlier.singular_scatter,
+            no_triplets: self.no_triplets - earlier.no_triplets,
+            non_positive_factor: self.non_positive_factor - earlier.non_positive_factor,
+            shrunk_scatter: self.shrunk_scatter - earlier.shrunk_scatter,
+            singular_lifts: self.singular_lifts - earlier.singular_lifts,
+            phi_s_sum: self.phi_s_sum - earlier.phi_s_sum,
+            eigenvalue_sum: self.eigenvalue_sum - earlier.eigenvalue_sum,
+        }
+    }
 
-static COUNTERS: Counters = Counters([const { AtomicU64::new(0) }; 8]);
+    /// The mean `ϕ_s` per computed batch (`None` before the first).
+    pub fn mean_phi_s(&self) -> Option<f64> {
+        (self.batches > 0).then(|| self.phi_s_sum / self.batches as f64)
+    }
 
-impl Counters {
-    fn add(&self, slot: usize, by: u64) {
-        self.0[slot].fetch_add(by, Ordering::Relaxed);
+    /// Adds one computed batch's factor.
+    fn record(&mut self, factor: &GeodesicFactor) {
+        self.batches += 1;
+        match factor.degeneracy {
+            Some(Degeneracy::TooFewPoints) => self.too_few_points += 1,
+            Some(Degeneracy::SingularScatter) => self.singular_scatter += 1,
+            Some(Degeneracy::NoTriplets) => self.no_triplets += 1,
+            Some(Degeneracy::NonPositiveFactor) => self.non_positive_factor += 1,
+            None => {}
+        }
+        self.shrunk_scatter += u64::from(factor.shrinkage > 0.0);
+        self.disconnected_graph += u64::from(factor.joining_edges > 0);
+        self.singular_lifts += factor.singular_lifts as u64;
+        self.phi_s_sum += factor.phi_s;
+        self.eigenvalue_sum += factor.eigenvalue_sum();
     }
 }
 
-/// The slot of each counter in [`COUNTERS`].
-const BATCHES: usize = 0;
-const JOINED: usize = 2;
-const SHRUNK: usize = 6;
-const LIFTS: usize = 7;
-
-fn slot(reason: Degeneracy) -> usize {
-    match reason {
-        Degeneracy::TooFewPoints => 1,
-        Degeneracy::SingularScatter => 3,
-        Degeneracy::NoTriplets => 4,
-        Degeneracy::NonPositiveFactor => 5,
-    }
+thread_local! {
+    /// The counters behind [`factor_counts`]. A loss cannot report them through its output
+    /// (whose type every loss shares), so training reads them between steps. They are per
+    /// thread because a loss is evaluated on the thread that runs its training loop: two
+    /// trainings in one process (tests run in parallel) then count only their own batches.
+    static COUNTS: std::cell::Cell<FactorCounts> = const {
+        std::cell::Cell::new(FactorCounts {
+            batches: 0,
+            too_few_points: 0,
+            disconnected_graph: 0,
+            singular_scatter: 0,
+            no_triplets: 0,
+            non_positive_factor: 0,
+            shrunk_scatter: 0,
+            singular_lifts: 0,
+            phi_s_sum: 0.0,
+            eigenvalue_sum: 0.0,
+        })
+    };
 }
 
-/// A snapshot of the factor's counters: computed batches, degenerate batches by reason, shrunk
-/// scatters, joined graphs and singular liftings, summed over every GML loss of the process.
+/// A snapshot of the calling thread's factor counters: computed batches, degenerate batches
+/// by reason, shrunk scatters, joined graphs, singular liftings and the sums of `ϕ_s` and
+/// `Σλ`, over every GML loss evaluated on this thread. Differences of two snapshots
+/// ([`FactorCounts::since`]) give an epoch's counts.
 pub fn factor_counts() -> FactorCounts {
-    let c = |i: usize| COUNTERS.0[i].load(Ordering::Relaxed);
-    FactorCounts {
-        batches: c(BATCHES),
-        too_few_points: c(1),
-        disconnected_graph: c(JOINED),
-        singular_scatter: c(3),
-        no_triplets: c(4),
-        non_positive_factor: c(5),
-        shrunk_scatter: c(SHRUNK),
-        singular_lifts: c(LIFTS),
-    }
+    COUNTS.with(|c| c.get())
 }
 
 /// Euclidean distances `[N, N]` from a loss's `[N, N]` matrix (row-major): for a similarity
@@ -286,18 +335,12 @@ pub fn geodesic_factor(config: &GeodesicFactorConfig, dist: &[f64], labels: &[u3
     if let Some(phi) = config.fixed_phi_s {
         return GeodesicFactor::fixed(phi, config.fixed_eigenvalues.clone());
     }
-    COUNTERS.add(BATCHES, 1);
     let factor = compute(config, dist, labels, seed).unwrap_or_else(GeodesicFactor::neutral);
-    if let Some(reason) = factor.degeneracy {
-        COUNTERS.add(slot(reason), 1);
-    }
-    if factor.shrinkage > 0.0 {
-        COUNTERS.add(SHRUNK, 1);
-    }
-    COUNTERS.add(LIFTS, factor.singular_lifts as u64);
-    if factor.joining_edges > 0 {
-        COUNTERS.add(JOINED, 1);
-    }
+    COUNTS.with(|c| {
+        let mut counts = c.get();
+        counts.record(&factor);
+        c.set(counts);
+    });
     factor
 }
 
@@ -357,15 +400,22 @@ fn compute(
     let e1_sum: f64 = e1.iter().sum();
     let half_width = config.eps1 * mean_eigenvalue;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut noise = 0.0;
+    // ϕ_i = e_1ᵀ(C_m 1 + ε1 λ̄ u_i) = C_m 1ᵀe_1 + ε1 λ̄ e_1ᵀu_i; `noise` is Σ_i e_1ᵀu_i.
+    let (mut noise, mut abs_sum) = (0.0, 0.0);
     for _ in 0..n {
+        let mut projected = 0.0;
         for &e in &e1 {
             let u: f64 = rng.random::<f64>() * 2.0 - 1.0;
-            noise += e * u;
+            projected += e * u;
         }
+        noise += projected;
+        abs_sum += (center * e1_sum + half_width * projected).abs();
     }
-    // ϕ_s = Σ_i e_1ᵀ(C_m 1 + ε1 λ̄ u_i) = N C_m 1ᵀe_1 + ε1 λ̄ Σ_i e_1ᵀu_i.
-    let phi_s = n as f64 * center * e1_sum + half_width * noise;
+    let phi_s = match config.scale {
+        // ϕ_s = Σ_i ϕ_i = N C_m 1ᵀe_1 + ε1 λ̄ Σ_i e_1ᵀu_i.
+        FactorScale::Sum => n as f64 * center * e1_sum + half_width * noise,
+        FactorScale::ClampedRoot => (abs_sum / n as f64).sqrt().clamp(config.clamp[0], config.clamp[1]),
+    };
     if !(phi_s > 0.0 && phi_s.is_finite()) {
         return Err(Degeneracy::NonPositiveFactor);
     }
@@ -439,6 +489,35 @@ mod tests {
     }
 
     #[test]
+    fn the_public_codes_clamped_root_scale_stays_in_its_interval() {
+        let (n, d) = (24, 8);
+        let (x, labels) = batch(n, d, 4, 1);
+        let dist = distances(&x, n, d);
+        let sum = geodesic_factor(&GeodesicFactorConfig::default(), &dist, &labels, 5);
+        let code = GeodesicFactorConfig {
+            scale: FactorScale::ClampedRoot,
+            clamp: [0.5, 1.5],
+            ..GeodesicFactorConfig::default()
+        };
+        let f = geodesic_factor(&code, &dist, &labels, 5);
+        // Same eigenpairs and centre, only the scale differs: with every ϕ_i of the same sign
+        // (the noise is ε1 λ̄ ≪ C_m 1ᵀe_1 here), mean |ϕ_i| = ϕ_s / N.
+        assert_eq!((f.eigenvalues.clone(), f.center), (sum.eigenvalues.clone(), sum.center));
+        let want = (sum.phi_s / n as f64).sqrt().clamp(0.5, 1.5);
+        assert!((f.phi_s - want).abs() < 1e-12, "{} vs {want}", f.phi_s);
+        let narrow = GeodesicFactorConfig {
+            clamp: [0.9, 0.9],
+            ..code.clone()
+        };
+        assert_eq!(geodesic_factor(&narrow, &dist, &labels, 5).phi_s, 0.9);
+        let bad = GeodesicFactorConfig {
+            clamp: [1.5, 0.5],
+            ..code
+        };
+        assert!(bad.validate("gml_pa").unwrap_err().to_string().contains("factor.clamp"));
+    }
+
+    #[test]
     fn degenerate_batches_are_neutral_and_counted() {
         let config = GeodesicFactorConfig::default();
         let cases: Vec<(Vec<f64>, Vec<u32>, usize, Degeneracy)> = vec![
@@ -457,8 +536,10 @@ mod tests {
             let before = factor_counts();
             let f = geodesic_factor(&config, &distances(&x, n, d), &labels, 0);
             assert_eq!(f, GeodesicFactor::neutral(reason));
-            let after = factor_counts();
-            assert!(after.degenerate() > before.degenerate() && after.batches > before.batches);
+            // The counters are per thread, so this batch is the only one counted.
+            let counted = factor_counts().since(&before);
+            assert_eq!((counted.batches, counted.degenerate()), (1, 1), "{counted:?}");
+            assert_eq!(counted.phi_s_sum, 1.0);
         }
         // Two tight, far-apart clusters with one neighbour each: a disconnected graph, joined.
         let (mut x, labels) = batch(12, 6, 2, 3);

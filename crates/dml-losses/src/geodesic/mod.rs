@@ -17,6 +17,6 @@ pub mod pip;
 pub mod stiefel;
 
 pub use factor::{
-    Degeneracy, FactorCounts, GeodesicFactor, GeodesicFactorConfig, euclidean_from_matrix, factor_counts,
+    Degeneracy, FactorCounts, FactorScale, GeodesicFactor, GeodesicFactorConfig, euclidean_from_matrix, factor_counts,
     geodesic_factor,
 };
