@@ -281,9 +281,9 @@ pub fn factor_counts() -> FactorCounts {
 /// Choice: the factor is computed from the loss's own detached matrix, so that the embedding
 /// and the matrix entry points give the same factor; the geodesic analysis wants a metric, so
 /// powers are undone and similarities turned into the distance they induce.
-pub fn euclidean_from_matrix(values: &[f64], n: usize, is_similarity: bool, power: f64) -> Vec<f64> {
-    assert_eq!(values.len(), n * n, "matrix must be [{n}, {n}]");
-    (0..n * n)
+pub fn euclidean_from_matrix(values: &[f64], n: usize, is_similarity: bool, power: f64) -> Result<Vec<f64>, LossError> {
+    square(values.len(), n, "distance matrix")?;
+    Ok((0..n * n)
         .map(|k| {
             let (i, j) = (k / n, k % n);
             if i == j {
@@ -298,7 +298,19 @@ pub fn euclidean_from_matrix(values: &[f64], n: usize, is_similarity: bool, powe
                 values[k].max(0.0).powf(1.0 / power)
             }
         })
-        .collect()
+        .collect())
+}
+
+/// Checks that `len` values make the `[n, n]` matrix `what`.
+fn square(len: usize, n: usize, what: &str) -> Result<(), LossError> {
+    if len == n * n {
+        Ok(())
+    } else {
+        Err(LossError::Shape(format!(
+            "the {what} has {len} values, but {n} labels need [{n}, {n}] = {}",
+            n * n
+        )))
+    }
 }
 
 /// `C_m`: the mean of `D_ap + D_an` over all triplets (`y_a = y_p`, `a ≠ p`, `y_n ≠ y_a`) of
@@ -330,10 +342,26 @@ fn triplet_center(dist: &[f64], labels: &[u32]) -> Option<f64> {
 /// The geodesic factor of a batch with Euclidean distances `dist` (`[N, N]`, row-major, of the
 /// L2-normalised embeddings; see [`euclidean_from_matrix`]) and `labels`; `seed` drives the
 /// uniform sample of Eq. 7. A fixed factor is returned as configured. Degenerate batches get
-/// [`GeodesicFactor::neutral`] and bump their counter.
-pub fn geodesic_factor(config: &GeodesicFactorConfig, dist: &[f64], labels: &[u32], seed: u64) -> GeodesicFactor {
+/// [`GeodesicFactor::neutral`] and bump their counter. A matrix of the wrong size or with a
+/// non-finite entry is an error.
+pub fn geodesic_factor(
+    config: &GeodesicFactorConfig,
+    dist: &[f64],
+    labels: &[u32],
+    seed: u64,
+) -> Result<GeodesicFactor, LossError> {
     if let Some(phi) = config.fixed_phi_s {
-        return GeodesicFactor::fixed(phi, config.fixed_eigenvalues.clone());
+        return Ok(GeodesicFactor::fixed(phi, config.fixed_eigenvalues.clone()));
+    }
+    square(dist.len(), labels.len(), "distance matrix")?;
+    if let Some(k) = dist.iter().position(|d| !d.is_finite()) {
+        let n = labels.len();
+        return Err(LossError::Shape(format!(
+            "the distance matrix has the non-finite entry {} at [{}, {}]",
+            dist[k],
+            k / n,
+            k % n
+        )));
     }
     let factor = compute(config, dist, labels, seed).unwrap_or_else(GeodesicFactor::neutral);
     COUNTS.with(|c| {
@@ -341,7 +369,7 @@ pub fn geodesic_factor(config: &GeodesicFactorConfig, dist: &[f64], labels: &[u3
         counts.record(&factor);
         c.set(counts);
     });
-    factor
+    Ok(factor)
 }
 
 /// The factor's five steps (see the module documentation); `Err` names the degeneracy.
@@ -352,7 +380,6 @@ fn compute(
     seed: u64,
 ) -> Result<GeodesicFactor, Degeneracy> {
     let n = labels.len();
-    assert_eq!(dist.len(), n * n, "distance matrix must be [{n}, {n}] for {n} labels");
     let p = config.p;
     let distinct = distinct_points(dist, n, 1e-12);
     // Only dimensions that `distinct` points can span (k + 1 points for k dimensions).
@@ -473,15 +500,15 @@ mod tests {
         let (x, labels) = batch(n, d, 4, 1);
         let dist = distances(&x, n, d);
         let config = GeodesicFactorConfig::default();
-        let f = geodesic_factor(&config, &dist, &labels, 5);
+        let f = geodesic_factor(&config, &dist, &labels, 5).unwrap();
         assert_eq!(f.degeneracy, None, "{f:?}");
         assert!([3, 4, 5].contains(&f.dim));
         assert_eq!(f.eigenvalues.len(), f.dim * config.p);
         assert!(f.phi_s > 0.0 && f.phi_s.is_finite());
         assert!(f.eigenvalues.iter().all(|l| l.is_finite() && *l >= 0.0));
         // Same seed, same factor; the sample moves with the seed only through the noise term.
-        assert_eq!(f, geodesic_factor(&config, &dist, &labels, 5));
-        let g = geodesic_factor(&config, &dist, &labels, 6);
+        assert_eq!(f, geodesic_factor(&config, &dist, &labels, 5).unwrap());
+        let g = geodesic_factor(&config, &dist, &labels, 6).unwrap();
         assert_eq!(g.eigenvalues, f.eigenvalues);
         let centre_part = f.center * f.d_phi_d_center;
         let mean_eigenvalue = f.eigenvalues.iter().sum::<f64>() / f.eigenvalues.len() as f64;
@@ -489,17 +516,31 @@ mod tests {
     }
 
     #[test]
+    fn a_matrix_of_the_wrong_size_or_with_nan_is_an_error_naming_it() {
+        let config = GeodesicFactorConfig::default();
+        let e = geodesic_factor(&config, &[0.0; 8], &[0, 1, 2], 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("8 values") && e.contains("[3, 3]"), "{e}");
+        let mut dist = vec![1.0; 9];
+        dist[5] = f64::NAN;
+        let e = geodesic_factor(&config, &dist, &[0, 1, 2], 0).unwrap_err().to_string();
+        assert!(e.contains("non-finite") && e.contains("[1, 2]"), "{e}");
+        assert!(euclidean_from_matrix(&[0.0; 3], 2, true, 1.0).is_err());
+    }
+
+    #[test]
     fn the_public_codes_clamped_root_scale_stays_in_its_interval() {
         let (n, d) = (24, 8);
         let (x, labels) = batch(n, d, 4, 1);
         let dist = distances(&x, n, d);
-        let sum = geodesic_factor(&GeodesicFactorConfig::default(), &dist, &labels, 5);
+        let sum = geodesic_factor(&GeodesicFactorConfig::default(), &dist, &labels, 5).unwrap();
         let code = GeodesicFactorConfig {
             scale: FactorScale::ClampedRoot,
             clamp: [0.5, 1.5],
             ..GeodesicFactorConfig::default()
         };
-        let f = geodesic_factor(&code, &dist, &labels, 5);
+        let f = geodesic_factor(&code, &dist, &labels, 5).unwrap();
         // Same eigenpairs and centre, only the scale differs: with every ϕ_i of the same sign
         // (the noise is ε1 λ̄ ≪ C_m 1ᵀe_1 here), mean |ϕ_i| = ϕ_s / N.
         assert_eq!((f.eigenvalues.clone(), f.center), (sum.eigenvalues.clone(), sum.center));
@@ -509,7 +550,7 @@ mod tests {
             clamp: [0.9, 0.9],
             ..code.clone()
         };
-        assert_eq!(geodesic_factor(&narrow, &dist, &labels, 5).phi_s, 0.9);
+        assert_eq!(geodesic_factor(&narrow, &dist, &labels, 5).unwrap().phi_s, 0.9);
         let bad = GeodesicFactorConfig {
             clamp: [1.5, 0.5],
             ..code
@@ -534,7 +575,7 @@ mod tests {
         for (x, labels, d, reason) in cases {
             let n = labels.len();
             let before = factor_counts();
-            let f = geodesic_factor(&config, &distances(&x, n, d), &labels, 0);
+            let f = geodesic_factor(&config, &distances(&x, n, d), &labels, 0).unwrap();
             assert_eq!(f, GeodesicFactor::neutral(reason));
             // The counters are per thread, so this batch is the only one counted.
             let counted = factor_counts().since(&before);
@@ -551,7 +592,7 @@ mod tests {
             ..config.clone()
         };
         let before = factor_counts().disconnected_graph;
-        let f = geodesic_factor(&one, &distances(&x, 12, 6), &labels, 0);
+        let f = geodesic_factor(&one, &distances(&x, 12, 6), &labels, 0).unwrap();
         assert!(f.joining_edges > 0 && f.phi_s.is_finite(), "{f:?}");
         assert!(factor_counts().disconnected_graph > before);
         // Four classes of two identical points each: triplets exist, but every class collapses
@@ -563,7 +604,7 @@ mod tests {
             .collect();
         let labels = [0, 0, 1, 1, 2, 2, 3, 3];
         let before = factor_counts().singular_scatter;
-        let f = geodesic_factor(&config, &distances(&x, 8, 6), &labels, 0);
+        let f = geodesic_factor(&config, &distances(&x, 8, 6), &labels, 0).unwrap();
         assert_eq!(f, GeodesicFactor::neutral(Degeneracy::SingularScatter));
         assert!(factor_counts().singular_scatter > before);
     }
@@ -584,10 +625,14 @@ mod tests {
             .map(|k| rows[k / n].iter().zip(&rows[k % n]).map(|(a, b)| a * b).sum())
             .collect();
         let squared: Vec<f64> = dist.iter().map(|v| v * v).collect();
-        for (a, b) in euclidean_from_matrix(&cos, n, true, 1.0).iter().zip(&dist) {
+        for (a, b) in euclidean_from_matrix(&cos, n, true, 1.0).unwrap().iter().zip(&dist) {
             assert!((a - b).abs() < 1e-7, "{a} vs {b}");
         }
-        for (a, b) in euclidean_from_matrix(&squared, n, false, 2.0).iter().zip(&dist) {
+        for (a, b) in euclidean_from_matrix(&squared, n, false, 2.0)
+            .unwrap()
+            .iter()
+            .zip(&dist)
+        {
             assert!((a - b).abs() < 1e-12);
         }
     }

@@ -11,10 +11,13 @@
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 
 /// The shrinkage `γ` applied to a singular within-class scatter:
-/// `Σ_w ← (1 - γ) Σ_w + γ (tr Σ_w / m) I`. Choice: a batch with fewer samples per class than
-/// dimensions (`N - C < kp`) has a singular `Σ_w`, which would send some eigenvalues to infinity;
-/// shrinking towards the scaled identity (Friedman's regularised discriminant analysis) keeps
-/// them finite while leaving a regular `Σ_w` untouched. The rank test is relative, 1e-10.
+/// `Σ_w ← (1 - γ) Σ_w + γ (tr Σ_w / m) I`. Choice: a singular `Σ_w` would send some eigenvalues
+/// to infinity; shrinking towards the scaled identity (Friedman's regularised discriminant
+/// analysis) keeps them finite while leaving a regular `Σ_w` untouched. The rank test is
+/// relative, 1e-10. Note that PPGML's vectors are always rank-deficient: a tangent vector `V` at
+/// `W ∈ St(k, p)` satisfies `WᵀV + VᵀW = 0`, so `vec V` spans at most `kp - p(p+1)/2` of the `kp`
+/// dimensions, and every batch is shrunk (training counts them as `shrunk_scatter`), besides
+/// batches with fewer samples than dimensions (`N - C < kp`).
 pub const SHRINKAGE: f64 = 0.1;
 
 /// The discriminant eigenpairs of one batch.

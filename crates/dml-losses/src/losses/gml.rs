@@ -35,8 +35,8 @@ pub(crate) fn batch_factor(
         BatchData::Matrix { matrix, is_similarity } => (read_f64s(matrix.clone().detach()), *is_similarity),
     };
     check_host_values(&values, n, "distance matrix")?;
-    let dist = euclidean_from_matrix(&values, n, sim, ctx.distance.power());
-    Ok(geodesic_factor(config, &dist, batch.labels, batch.seed))
+    let dist = euclidean_from_matrix(&values, n, sim, ctx.distance.power())?;
+    geodesic_factor(config, &dist, batch.labels, batch.seed)
 }
 
 /// `out` minus `ε2 Σλ` (the last term of Eq. 9, 10, I.1, I.2); the term is a constant, so the
