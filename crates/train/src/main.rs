@@ -263,7 +263,8 @@ struct TrainArgs {
 struct EvalArgs {
     /// The run directory (e.g. runs/default).
     run: PathBuf,
-    /// best | latest | a checkpoint directory.
+    /// best (the best on val; the latest, with a note, when the run has no val split) | latest | a
+    /// checkpoint directory.
     #[arg(long, default_value = "best")]
     checkpoint: String,
     /// Split to evaluate (default: the run's eval.split).
@@ -278,6 +279,13 @@ struct EvalArgs {
     /// Write embeddings.npy and labels.npy into this directory.
     #[arg(long, value_name = "DIR")]
     export_embeddings: Option<PathBuf>,
+    /// The metrics shown: a comma-separated list of p@1, r-precision, map@r, map, mrr, recall@K,
+    /// nmi, ami, or all. Every one of them is computed and written to metrics.json.
+    #[arg(long, value_name = "LIST", default_value = "p@1,r-precision,map@r")]
+    metrics: String,
+    /// The directory metrics.json is written into (default: <run>/eval).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// DIML multi-scale re-ranking: re-score each query's top K neighbours by global cosine +
     /// structural similarity, reported next to K = 0 (0 = off).
     #[arg(long, value_name = "K", default_value_t = 0)]
@@ -448,21 +456,26 @@ fn main() -> ExitCode {
         })
         .map_err(Into::into),
         Some(Command::Analyze(args)) => run_analyze(args),
-        Some(Command::Eval(args)) => run_eval(&EvalRequest {
-            run: args.run.clone(),
-            checkpoint: args.checkpoint.clone(),
-            split: args.split.clone(),
-            dataset: args.dataset.clone(),
-            device: args.device.clone(),
-            export: args.export_embeddings.clone(),
-            diml: DimlEval {
-                k: args.diml_k,
-                grid: args.diml_grid,
-            },
-            avsl_k: args.avsl_k,
-        })
-        .map(|o| print!("{}", table(&o)))
-        .map_err(Into::into),
+        Some(Command::Eval(args)) => train::eval::parse_metrics(&args.metrics)
+            .and_then(|metrics| {
+                run_eval(&EvalRequest {
+                    metrics,
+                    out: args.out.clone(),
+                    run: args.run.clone(),
+                    checkpoint: args.checkpoint.clone(),
+                    split: args.split.clone(),
+                    dataset: args.dataset.clone(),
+                    device: args.device.clone(),
+                    export: args.export_embeddings.clone(),
+                    diml: DimlEval {
+                        k: args.diml_k,
+                        grid: args.diml_grid,
+                    },
+                    avsl_k: args.avsl_k,
+                })
+            })
+            .map(|o| print!("{}", table(&o)))
+            .map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
