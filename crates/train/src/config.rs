@@ -260,30 +260,30 @@ fn describe_error(table: &toml::Table, e: &toml::de::Error) -> String {
     if let Some(key) = key.filter(|k| *k != "loss" && *k != "miner") {
         return format!("{key}: {message}");
     }
-    fn fails<T: serde::de::DeserializeOwned>(section: &toml::Table) -> bool {
-        toml::Value::Table(section.clone()).try_into::<T>().is_err()
+    section_culprit::<dml_losses::LossConfig>(table, "loss", message)
+        .or_else(|| section_culprit::<MinerConfig>(table, "miner", message))
+        .unwrap_or_else(|| message.to_string())
+}
+
+/// The key of the `name` section of `table` that keeps it from reading as a `T`, found by leaving
+/// out one key at a time, as `name.key = value: message` (`name: message` when no single key is to
+/// blame); `None` when the section reads.
+fn section_culprit<T: serde::de::DeserializeOwned>(table: &toml::Table, name: &str, message: &str) -> Option<String> {
+    let fails = |section: &toml::Table| toml::Value::Table(section.clone()).try_into::<T>().is_err();
+    let Some(toml::Value::Table(section)) = table.get(name) else {
+        return None;
+    };
+    if !fails(section) {
+        return None;
     }
-    let sections: [(&str, fn(&toml::Table) -> bool); 2] = [
-        ("loss", fails::<dml_losses::LossConfig>),
-        ("miner", fails::<MinerConfig>),
-    ];
-    for (name, fails) in sections {
-        let Some(toml::Value::Table(section)) = table.get(name) else {
-            continue;
-        };
-        if !fails(section) {
-            continue;
+    for (key, value) in section.iter().filter(|(k, _)| *k != "name") {
+        let mut without = section.clone();
+        without.remove(key);
+        if !fails(&without) {
+            return Some(format!("{name}.{key} = {value}: {message}"));
         }
-        for (key, value) in section.iter().filter(|(k, _)| *k != "name") {
-            let mut without = section.clone();
-            without.remove(key);
-            if !fails(&without) {
-                return format!("{name}.{key} = {value}: {message}");
-            }
-        }
-        return format!("{name}: {message}");
     }
-    message.to_string()
+    Some(format!("{name}: {message}"))
 }
 
 /// The keys a resumed run may change: more epochs, the decoding threads (which do not change

@@ -49,7 +49,13 @@ fn resume_continues_the_run_as_configured_and_never_rewrites_it() {
     // The run says what it trains with and how long it took.
     let out = String::from_utf8_lossy(&o.stdout);
     let said = out.lines().find(|l| l.starts_with("loss ")).unwrap_or_default();
-    for part in ["loss margin (", "margin = 0.2", "miner distance_weighted (", "cutoff = 0.5", "(the loss's default)"] {
+    for part in [
+        "loss margin (",
+        "margin = 0.2",
+        "miner distance_weighted (",
+        "cutoff = 0.5",
+        "(the loss's default)",
+    ] {
         assert!(said.contains(part), "{part} missing from {said:?}:\n{out}");
     }
     assert!(out.contains("wall time: "), "{out}");
