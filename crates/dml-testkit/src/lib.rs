@@ -9,6 +9,8 @@
 
 #![warn(missing_docs)]
 
+pub mod readme;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

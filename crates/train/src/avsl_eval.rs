@@ -128,6 +128,17 @@ pub fn score(
     gallery: Option<&AvslSplit>,
     depth: Depth,
 ) -> Result<Metrics, TrainError> {
+    score_report(scorer, query, gallery, depth, &eval::REPORTED).map(|r| Metrics::from_report(&r))
+}
+
+/// [`score`] computing any `metrics`, as the full report.
+pub fn score_report(
+    scorer: &AvslScorer,
+    query: &AvslSplit,
+    gallery: Option<&AvslSplit>,
+    depth: Depth,
+    metrics: &[dml_eval::Metric],
+) -> Result<dml_eval::AccuracyReport, TrainError> {
     let reference = gallery.unwrap_or(query);
     scorer
         .check(&query.bank, "query")
@@ -144,11 +155,12 @@ pub fn score(
         reference: &reference.bank,
         depth,
     });
-    eval::score(
+    eval::score_report(
         &query.embeddings,
         gallery.map(|g| &g.embeddings),
         dml_eval::Distance::Euclidean,
         reranker.as_ref().map(|r| r as &dyn Reranker),
+        metrics,
     )
 }
 

@@ -218,6 +218,10 @@ fn read_table(path: &Path) -> Result<toml::Table, TrainError> {
 
 /// `table` with the optional user `file` merged in, then the shortcut flags, then every `--set`
 /// assignment, in that order (the layers every resolution applies on top of its base).
+///
+/// Assignments that choose the loss are applied before the others of their layer: a new loss
+/// brings its paper's miner ([`crate::paper_miner`]), and a miner given on the same command line
+/// must refine or replace that one, whatever the order of the flags.
 fn overlay(
     mut table: toml::Table,
     file: Option<&Path>,
@@ -226,11 +230,60 @@ fn overlay(
 ) -> Result<toml::Table, TrainError> {
     if let Some(path) = file {
         merge(&mut table, read_table(path)?);
+        expand_miner_shorthand(&mut table)?;
     }
-    for assignment in shortcuts.assignments().iter().chain(sets) {
+    let shortcut_assignments = shortcuts.assignments();
+    let (losses, rest): (Vec<&String>, Vec<&String>) =
+        shortcut_assignments.iter().chain(sets).partition(|a| chooses_loss(a));
+    for assignment in losses.into_iter().chain(rest) {
         apply_override(&mut table, assignment)?;
     }
     Ok(table)
+}
+
+/// Whether an assignment chooses the loss (`loss.name=…`).
+fn chooses_loss(assignment: &str) -> bool {
+    assignment
+        .split_once('=')
+        .is_some_and(|(key, _)| key.trim() == "loss.name")
+}
+
+/// An error of turning the merged table into a configuration, led by the key it is about: toml
+/// names the key of a plain field, but not one inside the internally tagged `loss` and `miner`
+/// sections, whose culprit is found by leaving out one key at a time.
+fn describe_error(table: &toml::Table, e: &toml::de::Error) -> String {
+    let message = e.message().trim();
+    let shown = e.to_string();
+    let key = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("in `").and_then(|k| k.strip_suffix('`')));
+    if let Some(key) = key.filter(|k| *k != "loss" && *k != "miner") {
+        return format!("{key}: {message}");
+    }
+    section_culprit::<dml_losses::LossConfig>(table, "loss", message)
+        .or_else(|| section_culprit::<MinerConfig>(table, "miner", message))
+        .unwrap_or_else(|| message.to_string())
+}
+
+/// The key of the `name` section of `table` that keeps it from reading as a `T`, found by leaving
+/// out one key at a time, as `name.key = value: message` (`name: message` when no single key is to
+/// blame); `None` when the section reads.
+fn section_culprit<T: serde::de::DeserializeOwned>(table: &toml::Table, name: &str, message: &str) -> Option<String> {
+    let fails = |section: &toml::Table| toml::Value::Table(section.clone()).try_into::<T>().is_err();
+    let Some(toml::Value::Table(section)) = table.get(name) else {
+        return None;
+    };
+    if !fails(section) {
+        return None;
+    }
+    for (key, value) in section.iter().filter(|(k, _)| *k != "name") {
+        let mut without = section.clone();
+        without.remove(key);
+        if !fails(&without) {
+            return Some(format!("{name}.{key} = {value}: {message}"));
+        }
+    }
+    Some(format!("{name}: {message}"))
 }
 
 /// The keys a resumed run may change: more epochs, the decoding threads (which do not change
@@ -282,31 +335,103 @@ pub fn changed_keys(saved: &TrainConfig, given: &TrainConfig, allowed: &[&str]) 
 /// Recursively merges `overlay` into `base`: tables merge key by key, any other value
 /// replaces. The `loss` and `miner` sections are replaced wholesale when their `name`
 /// differs (a different loss or miner has different parameters, so the old ones must
-/// not leak into it).
-pub fn merge(base: &mut toml::Table, overlay: toml::Table) {
-    for (key, value) in overlay {
-        let section = key == "loss" || key == "miner";
-        match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => {
-                let renamed = section && matches!((b.get("name"), o.get("name")), (Some(x), Some(y)) if x != y);
-                if renamed {
-                    *b = o;
-                } else {
-                    merge(b, o);
-                }
-            }
-            (_, value) => {
-                base.insert(key, value);
-            }
+/// not leak into it); a loss of another name also brings its paper's miner
+/// ([`crate::paper_miner`]), which the overlay's own `[miner]`, merged after it, refines or
+/// replaces.
+pub fn merge(base: &mut toml::Table, mut overlay: toml::Table) {
+    if let Some(loss) = overlay.remove("loss") {
+        let before = loss_name(base);
+        merge_entry(base, "loss".into(), loss);
+        if loss_name(base) != before {
+            reset_miner_for_loss(base);
         }
     }
+    for (key, value) in overlay {
+        merge_entry(base, key, value);
+    }
+}
+
+/// Merges one entry of an overlay into `base` (see [`merge`]).
+fn merge_entry(base: &mut toml::Table, key: String, value: toml::Value) {
+    let section = key == "loss" || key == "miner";
+    match (base.get_mut(&key), value) {
+        (Some(toml::Value::Table(b)), toml::Value::Table(o)) => {
+            let renamed = section && matches!((b.get("name"), o.get("name")), (Some(x), Some(y)) if x != y);
+            if renamed {
+                *b = o;
+            } else {
+                for (k, v) in o {
+                    merge_entry(b, k, v);
+                }
+            }
+        }
+        (_, value) => {
+            base.insert(key, value);
+        }
+    }
+}
+
+/// The `loss.name` of a configuration table, if it has one.
+fn loss_name(table: &toml::Table) -> Option<String> {
+    table
+        .get("loss")
+        .and_then(|l| l.get("name"))
+        .and_then(|n| n.as_str())
+        .map(str::to_string)
+}
+
+/// Replaces the `[miner]` section by the paper default of the table's loss (removing it when the
+/// loss trains without a miner).
+fn reset_miner_for_loss(table: &mut toml::Table) {
+    let miner = loss_name(table)
+        .and_then(|name| crate::paper_miner::paper_miner(&name))
+        .and_then(|m| match toml::Value::try_from(&m) {
+            Ok(toml::Value::Table(t)) => Some(t),
+            _ => None,
+        });
+    match miner {
+        Some(t) => {
+            table.insert("miner".into(), toml::Value::Table(t));
+        }
+        None => {
+            table.remove("miner");
+        }
+    }
+}
+
+/// The `[miner]` section that the shorthand `miner = "NAME"` stands for: that miner with its
+/// default parameters, or no section for `none`.
+fn miner_section(name: &str) -> Result<Option<toml::Table>, TrainError> {
+    if name == "none" {
+        return Ok(None);
+    }
+    let miner = MinerConfig::default_for(name).map_err(|e| TrainError::Config(format!("miner = {name:?}: {e}")))?;
+    match toml::Value::try_from(&miner) {
+        Ok(toml::Value::Table(t)) => Ok(Some(t)),
+        _ => Err(TrainError::Config(format!(
+            "miner = {name:?}: cannot be written as TOML"
+        ))),
+    }
+}
+
+/// Replaces a `miner = "NAME"` string (as a TOML file may write it) by the section it stands for.
+fn expand_miner_shorthand(table: &mut toml::Table) -> Result<(), TrainError> {
+    if let Some(toml::Value::String(name)) = table.get("miner") {
+        match miner_section(&name.clone())? {
+            Some(t) => table.insert("miner".into(), toml::Value::Table(t)),
+            None => table.remove("miner"),
+        };
+    }
+    Ok(())
 }
 
 /// Applies one `key.path=value` override. The value is read as TOML (`0.1`, `true`,
 /// `"text"`, `[1, 2]`); anything that does not parse as TOML is taken as a string, so
 /// `--set data.dataset=fashion-mnist` works unquoted. `section=none` removes an
-/// optional section (e.g. `miner=none`). Setting `loss.name` or `miner.name` to a
-/// different name starts that section afresh, dropping the previous loss's parameters.
+/// optional section (e.g. `miner=none`); `miner=NAME` is shorthand for that miner with its
+/// default parameters. Setting `loss.name` to a different name starts that section afresh,
+/// dropping the previous loss's parameters, and brings the new loss's paper miner
+/// ([`crate::paper_miner`]); setting `miner.name` always starts the miner afresh.
 pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
     let (path, raw) = assignment
         .split_once('=')
@@ -320,8 +445,16 @@ pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), T
         Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
         Err(_) => toml::Value::String(raw.to_string()),
     };
+    if let (["miner"], Some(name)) = (keys.as_slice(), value.as_str()) {
+        match miner_section(name)? {
+            Some(t) => table.insert("miner".into(), toml::Value::Table(t)),
+            None => table.remove("miner"),
+        };
+        return Ok(());
+    }
+    let loss_before = loss_name(table);
     let (last, parents) = keys.split_last().expect("split yields at least one key");
-    let mut cur = table;
+    let mut cur = &mut *table;
     for (i, key) in parents.iter().enumerate() {
         let entry = cur
             .entry(key.to_string())
@@ -337,10 +470,21 @@ pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), T
         cur.remove(*last);
         return Ok(());
     }
-    if matches!(parents, ["loss" | "miner"]) && *last == "name" && cur.get("name").is_some_and(|old| *old != value) {
+    // A miner named explicitly starts afresh even under its own name: the section may hold the
+    // parameters the loss's paper default brought (semi-hard triplets, say), and
+    // `--set miner.name=X` must mean X with its defaults whatever the loss.
+    let fresh = match parents {
+        ["miner"] => true,
+        ["loss"] => cur.get("name").is_some_and(|old| *old != value),
+        _ => false,
+    };
+    if *last == "name" && fresh {
         cur.clear();
     }
     cur.insert(last.to_string(), value);
+    if loss_name(table) != loss_before {
+        reset_miner_for_loss(table);
+    }
     Ok(())
 }
 
@@ -353,8 +497,11 @@ pub struct Shortcuts {
     pub dataset: Option<String>,
     /// `model.backbone`.
     pub backbone: Option<String>,
-    /// `loss.name` (resets the loss's parameters to the new loss's defaults).
+    /// `loss.name` (resets the loss's parameters to the new loss's defaults and the miner to
+    /// the loss's paper default, see [`crate::paper_miner`]).
     pub loss: Option<String>,
+    /// `miner`: a miner's name (with its default parameters) or `none`.
+    pub miner: Option<String>,
     /// `train.epochs`.
     pub epochs: Option<usize>,
     /// `train.batch_size`.
@@ -382,6 +529,9 @@ impl Shortcuts {
         }
         if let Some(v) = &self.loss {
             out.push(format!("loss.name={}", quote(v)));
+        }
+        if let Some(v) = &self.miner {
+            out.push(format!("miner={}", quote(v)));
         }
         if let Some(v) = self.epochs {
             out.push(format!("train.epochs={v}"));
@@ -436,16 +586,49 @@ impl TrainConfig {
     }
 
     /// Checks a merged table into a configuration; errors name the offending key.
-    pub fn from_table(table: toml::Table, origin: Option<&Path>) -> Result<Self, TrainError> {
+    pub fn from_table(mut table: toml::Table, origin: Option<&Path>) -> Result<Self, TrainError> {
         let origin = origin.map_or_else(
             || "configuration".to_string(),
             |p| format!("configuration (from {})", p.display()),
         );
-        let config: Self = toml::Value::Table(table)
+        expand_miner_shorthand(&mut table)?;
+        let config: Self = toml::Value::Table(table.clone())
             .try_into()
-            .map_err(|e: toml::de::Error| TrainError::Config(format!("{origin}: {}", e.message().trim())))?;
+            .map_err(|e: toml::de::Error| TrainError::Config(format!("{origin}: {}", describe_error(&table, &e))))?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The loss and the miner a run trains with, as printed when it starts:
+    /// `loss margin (margin = 0.2, …), miner distance_weighted (…), the loss's default`.
+    pub fn loss_and_miner(&self) -> String {
+        let describe = |value: Option<toml::Value>| match value {
+            Some(toml::Value::Table(mut t)) => {
+                let name = t
+                    .remove("name")
+                    .and_then(|n| n.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let params: Vec<String> = t.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                if params.is_empty() {
+                    name
+                } else {
+                    format!("{name} ({})", params.join(", "))
+                }
+            }
+            _ => "?".into(),
+        };
+        let loss = describe(toml::Value::try_from(&self.loss).ok());
+        let miner = self
+            .miner
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |m| describe(toml::Value::try_from(m).ok()));
+        let default = crate::paper_miner::paper_miner(self.loss.name());
+        let note = if default == self.miner {
+            "the loss's default"
+        } else {
+            "not the loss's default"
+        };
+        format!("loss {loss}, miner {miner} ({note})")
     }
 
     /// Reads a resolved `config.toml` (of a run directory).
@@ -589,6 +772,119 @@ mod tests {
         assert!(err(&["train.epochs"]).contains("key.path=value"));
         assert!(err(&["eval.split=banana"]).contains("eval.split"));
         assert!(err(&["data.std=[0.2, 0.0, 0.2]"]).contains("data.std"));
+    }
+
+    fn with(shortcuts: Shortcuts, sets: &[&str]) -> Result<TrainConfig, TrainError> {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        TrainConfig::resolve(None, &shortcuts, &sets)
+    }
+
+    fn loss(name: &str) -> Shortcuts {
+        Shortcuts {
+            loss: Some(name.into()),
+            ..Shortcuts::default()
+        }
+    }
+
+    fn miner_name(c: &TrainConfig) -> Option<String> {
+        c.miner
+            .as_ref()
+            .map(|m| toml::Value::try_from(m).unwrap()["name"].as_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn a_loss_brings_its_paper_miner_unless_one_is_given() {
+        let c = with(loss("multi_similarity"), &[]).unwrap();
+        assert_eq!(miner_name(&c).as_deref(), Some("multi_similarity"));
+        assert_eq!(with(loss("proxy_anchor"), &[]).unwrap().miner, None);
+        let c = with(loss("triplet_margin"), &[]).unwrap();
+        assert_eq!(c.miner, crate::paper_miner::paper_miner("triplet_margin"));
+        assert!(
+            c.loss_and_miner().contains("type_of_triplets = \"semihard\""),
+            "{}",
+            c.loss_and_miner()
+        );
+        // The default loss keeps the default miner, however it is named.
+        let c = with(loss("margin"), &[]).unwrap();
+        assert_eq!(miner_name(&c).as_deref(), Some("distance_weighted"));
+        assert!(
+            c.loss_and_miner().ends_with("(the loss's default)"),
+            "{}",
+            c.loss_and_miner()
+        );
+        // A miner given on the same command line wins, whatever the order of the flags.
+        let c = with(
+            Shortcuts {
+                miner: Some("none".into()),
+                ..loss("multi_similarity")
+            },
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.miner, None);
+        assert!(c.loss_and_miner().contains("miner none (not the loss's default)"));
+        let c = with(
+            Shortcuts::default(),
+            &["miner.epsilon=0.3", "loss.name=multi_similarity"],
+        )
+        .unwrap();
+        assert_eq!(
+            c.miner,
+            Some(MinerConfig::MultiSimilarity(dml_losses::MultiSimilarityMinerConfig {
+                epsilon: 0.3,
+                ..Default::default()
+            }))
+        );
+        let c = with(loss("contrastive"), &["miner=batch_hard"]).unwrap();
+        assert_eq!(miner_name(&c).as_deref(), Some("batch_hard"));
+        // Naming the paper's miner explicitly means that miner with its own defaults.
+        let c = with(loss("triplet_margin"), &["miner.name=triplet_margin"]).unwrap();
+        assert_eq!(c.miner, MinerConfig::default_for("triplet_margin").ok());
+    }
+
+    #[test]
+    fn miner_name_is_shorthand_for_that_miner_with_its_defaults() {
+        let c = with(Shortcuts::default(), &["miner=multi_similarity"]).unwrap();
+        assert_eq!(c.miner, MinerConfig::default_for("multi_similarity").ok());
+        let c = with(
+            Shortcuts {
+                miner: Some("pair_margin".into()),
+                ..Shortcuts::default()
+            },
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.miner, MinerConfig::default_for("pair_margin").ok());
+        let e = with(Shortcuts::default(), &["miner=lucky"]).unwrap_err().to_string();
+        assert!(
+            e.contains("miner") && e.contains("lucky") && e.contains("batch_hard"),
+            "{e}"
+        );
+        // In a file too, and a file's other loss brings its own miner.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.toml");
+        std::fs::write(&file, "miner = \"batch_hard\"\n").unwrap();
+        let c = TrainConfig::resolve(Some(&file), &Shortcuts::default(), &[]).unwrap();
+        assert_eq!(c.miner, MinerConfig::default_for("batch_hard").ok());
+        std::fs::write(&file, "[loss]\nname = \"proxy_anchor\"\n").unwrap();
+        let c = TrainConfig::resolve(Some(&file), &Shortcuts::default(), &[]).unwrap();
+        assert_eq!(c.miner, None);
+    }
+
+    #[test]
+    fn a_bad_value_inside_the_loss_or_miner_names_its_key() {
+        let e = with(Shortcuts::default(), &["loss.margin=abc"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("loss.margin = \"abc\""), "{e}");
+        let e = with(Shortcuts::default(), &["miner.cutoff=[1]"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("miner.cutoff = [1]"), "{e}");
+        let e = with(Shortcuts::default(), &["train.epochs=abc"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("train.epochs"), "{e}");
     }
 
     #[test]

@@ -16,13 +16,16 @@ static PREPARING: Mutex<()> = Mutex::new(());
 
 /// The manifest path a dataset setting refers to, preparing `synth` or `fashion-mnist`
 /// under `root` when it does not exist yet (through a staging directory, so an
-/// interrupted preparation leaves nothing half-written behind).
+/// interrupted preparation leaves nothing half-written behind). Any other plain name is a set
+/// that `cargo xtask prepare <name>` wrote into `root/<name>`; anything else is the path of a
+/// manifest (or of its directory).
 pub fn resolve_manifest(data: &DataConfig) -> Result<PathBuf, TrainError> {
     let dir = match data.dataset.as_str() {
         "synth" => data
             .root
             .join(format!("synth-n{}-s{}", data.synth_images, data.synth_size)),
         "fashion-mnist" => data.root.join(dml_datasets::fashion_mnist::NAME),
+        name if is_plain_name(name) => return prepared_manifest(&data.root, name),
         path => return existing_manifest(path),
     };
     let manifest = dir.join("manifest.csv");
@@ -63,6 +66,27 @@ pub fn resolve_manifest(data: &DataConfig) -> Result<PathBuf, TrainError> {
              dataset-fashion-mnist or run `cargo xtask prepare fashion-mnist --src DIR`"
         ))),
     }
+}
+
+/// Whether a `data.dataset` value is a dataset's name rather than a path: no directory separator
+/// and no file extension.
+fn is_plain_name(value: &str) -> bool {
+    !value.is_empty() && !value.contains(['/', '\\', '.'])
+}
+
+/// The manifest of a set prepared under `root` by `cargo xtask prepare <name>` (its default
+/// `--out data/<name>`).
+fn prepared_manifest(root: &Path, name: &str) -> Result<PathBuf, TrainError> {
+    let manifest = root.join(name).join("manifest.csv");
+    if manifest.is_file() {
+        return Ok(manifest);
+    }
+    Err(TrainError::Config(format!(
+        "data.dataset = {name:?}: {} does not exist; prepare it with `cargo xtask prepare {name} --src …` \
+         (or set data.root to where it was prepared), or give \"synth\", \"fashion-mnist\" or the path of a \
+         manifest.csv",
+        manifest.display()
+    )))
 }
 
 /// The manifest a `data.dataset` path names: the path itself or `manifest.csv` inside it.
@@ -155,6 +179,31 @@ mod tests {
         let (d, c) = dense_labels(&[7, 3, 7, 10]);
         assert_eq!(d, vec![1, 0, 1, 2]);
         assert_eq!(c, 3);
+    }
+
+    #[test]
+    fn a_prepared_set_is_found_by_its_name_and_a_missing_one_says_how_to_prepare_it() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("cub200")).unwrap();
+        std::fs::write(
+            root.path().join("cub200/manifest.csv"),
+            "path,class_id,class_name,split\n",
+        )
+        .unwrap();
+        let data = |name: &str| DataConfig {
+            dataset: name.into(),
+            root: root.path().to_path_buf(),
+            ..DataConfig::default()
+        };
+        assert_eq!(
+            resolve_manifest(&data("cub200")).unwrap(),
+            root.path().join("cub200/manifest.csv")
+        );
+        let e = resolve_manifest(&data("cars196")).unwrap_err().to_string();
+        assert!(
+            e.contains("cars196/manifest.csv") && e.contains("cargo xtask prepare cars196"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use dml_data::{BatchLoader, BatchSampler, ImageDataset, LoaderConfig, Manifest, ShuffledSampler, Split};
-use dml_eval::{AccuracyConfig, Distance, Embeddings, EvalSets, KPolicy, Metric};
+use dml_eval::{AccuracyConfig, AccuracyReport, Distance, Embeddings, EvalSets, KPolicy, Metric};
 use dml_models::EmbeddingModel;
 use dml_ot::GridPool;
 use serde::{Deserialize, Serialize};
@@ -199,24 +199,134 @@ pub fn distance_for(normalized: bool) -> Distance {
     }
 }
 
-/// The accuracy configuration of every reported evaluation.
-pub fn accuracy_config(distance: Distance) -> AccuracyConfig {
+/// The metrics of every reported evaluation (training's `metrics.jsonl`, `eval`'s table by
+/// default).
+pub const REPORTED: [Metric; 3] = [
+    Metric::PrecisionAt1,
+    Metric::RPrecision,
+    Metric::MeanAveragePrecisionAtR,
+];
+
+/// Every metric `dml-eval` computes, as `eval` writes them into `metrics.json`: PML's five k-NN
+/// metrics, Recall@1, 2, 4 and 8 (the DML literature's R@K) and NMI / AMI of a k-means clustering.
+pub fn all_metrics() -> Vec<Metric> {
+    let mut all = Metric::PML_KNN.to_vec();
+    all.extend([1, 2, 4, 8].map(Metric::RecallAt));
+    all.extend([Metric::Nmi, Metric::Ami]);
+    all
+}
+
+/// The value of `metric` in `report` (`None` when it was not computed).
+pub fn metric_value(report: &AccuracyReport, metric: Metric) -> Option<f64> {
+    match metric {
+        Metric::PrecisionAt1 => report.precision_at_1,
+        Metric::RPrecision => report.r_precision,
+        Metric::MeanAveragePrecisionAtR => report.mean_average_precision_at_r,
+        Metric::MeanAveragePrecision => report.mean_average_precision,
+        Metric::MeanReciprocalRank => report.mean_reciprocal_rank,
+        Metric::RecallAt(k) => report.recall_at_k.get(&k).copied(),
+        Metric::Nmi => report.nmi,
+        Metric::Ami => report.ami,
+    }
+}
+
+/// The name `eval --metrics` accepts and its table prints for `metric`.
+pub fn metric_name(metric: Metric) -> String {
+    match metric {
+        Metric::PrecisionAt1 => "p@1".into(),
+        Metric::RPrecision => "r-precision".into(),
+        Metric::MeanAveragePrecisionAtR => "map@r".into(),
+        Metric::MeanAveragePrecision => "map".into(),
+        Metric::MeanReciprocalRank => "mrr".into(),
+        Metric::RecallAt(k) => format!("recall@{k}"),
+        Metric::Nmi => "nmi".into(),
+        Metric::Ami => "ami".into(),
+    }
+}
+
+/// Parses `eval --metrics`: a comma-separated list of `p@1`, `r-precision`, `map@r`, `map`, `mrr`,
+/// `recall@K` (any K ≥ 1), `nmi`, `ami`, or `all` (every metric of [`all_metrics`]).
+pub fn parse_metrics(list: &str) -> Result<Vec<Metric>, TrainError> {
+    let mut out = Vec::new();
+    for item in list
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+    {
+        let metric = match item.as_str() {
+            "all" => {
+                out.extend(all_metrics());
+                continue;
+            }
+            "p@1" | "precision@1" => Metric::PrecisionAt1,
+            "r-precision" | "r_precision" => Metric::RPrecision,
+            "map@r" => Metric::MeanAveragePrecisionAtR,
+            "map" => Metric::MeanAveragePrecision,
+            "mrr" => Metric::MeanReciprocalRank,
+            "nmi" => Metric::Nmi,
+            "ami" => Metric::Ami,
+            other => match other.strip_prefix("recall@").map(str::parse::<usize>) {
+                Some(Ok(k)) if k > 0 => Metric::RecallAt(k),
+                _ => {
+                    return Err(TrainError::Config(format!(
+                        "--metrics: unknown metric {other:?}; expected p@1, r-precision, map@r, map, mrr, \
+                         recall@K, nmi, ami or all"
+                    )));
+                }
+            },
+        };
+        out.push(metric);
+    }
+    if out.is_empty() {
+        return Err(TrainError::Config("--metrics: no metric named".into()));
+    }
+    let mut unique = Vec::new();
+    for m in out {
+        if !unique.contains(&m) {
+            unique.push(m);
+        }
+    }
+    Ok(unique)
+}
+
+impl Metrics {
+    /// The reported three of a report (NaN where one was not computed).
+    pub fn from_report(report: &AccuracyReport) -> Self {
+        let get = |v: Option<f64>| v.unwrap_or(f64::NAN);
+        Self {
+            precision_at_1: get(report.precision_at_1),
+            r_precision: get(report.r_precision),
+            map_at_r: get(report.mean_average_precision_at_r),
+        }
+    }
+}
+
+/// The accuracy configuration of an evaluation computing `metrics`.
+pub fn accuracy_config(distance: Distance, metrics: &[Metric]) -> AccuracyConfig {
     AccuracyConfig::new(distance)
-        .with_metrics([
-            Metric::PrecisionAt1,
-            Metric::RPrecision,
-            Metric::MeanAveragePrecisionAtR,
-        ])
+        .with_metrics(metrics.iter().copied())
         .with_k(KPolicy::MaxBinCount)
 }
 
-/// Scores query embeddings against a gallery (`None`: the query set is the gallery).
+/// Scores query embeddings against a gallery (`None`: the query set is the gallery) with the
+/// [`REPORTED`] metrics.
 pub fn score(
     query: &SplitEmbeddings,
     gallery: Option<&SplitEmbeddings>,
     distance: Distance,
     reranker: Option<&dyn dml_eval::Reranker>,
 ) -> Result<Metrics, TrainError> {
+    score_report(query, gallery, distance, reranker, &REPORTED).map(|r| Metrics::from_report(&r))
+}
+
+/// [`score`] computing any `metrics`, as the full report.
+pub fn score_report(
+    query: &SplitEmbeddings,
+    gallery: Option<&SplitEmbeddings>,
+    distance: Distance,
+    reranker: Option<&dyn dml_eval::Reranker>,
+    metrics: &[Metric],
+) -> Result<AccuracyReport, TrainError> {
     let sets = match gallery {
         None => EvalSets::QueryIsReference {
             embeddings: query.view()?,
@@ -229,16 +339,10 @@ pub fn score(
             gallery_labels: &g.labels,
         },
     };
-    let config = accuracy_config(distance);
-    let report = match reranker {
+    let config = accuracy_config(distance, metrics);
+    Ok(match reranker {
         None => dml_eval::evaluate(&sets, &config)?,
         Some(r) => dml_eval::evaluate_with_reranker(&sets, &config, r)?,
-    };
-    let get = |v: Option<f64>| v.unwrap_or(f64::NAN);
-    Ok(Metrics {
-        precision_at_1: get(report.precision_at_1),
-        r_precision: get(report.r_precision),
-        map_at_r: get(report.mean_average_precision_at_r),
     })
 }
 
@@ -262,5 +366,24 @@ pub fn evaluate(
             let g = embed(model, gallery, batch_size, threads, device, None)?;
             score(&q, Some(&g), distance, None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_parse_back_and_unknown_ones_are_listed() {
+        for m in all_metrics() {
+            assert_eq!(parse_metrics(&metric_name(m)).unwrap(), vec![m]);
+        }
+        assert_eq!(parse_metrics("all").unwrap(), all_metrics());
+        assert_eq!(
+            parse_metrics("p@1, recall@16,p@1").unwrap(),
+            vec![Metric::PrecisionAt1, Metric::RecallAt(16)]
+        );
+        let e = parse_metrics("p@2").unwrap_err().to_string();
+        assert!(e.contains("\"p@2\"") && e.contains("recall@K"), "{e}");
     }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use dml_data::Split;
+use dml_eval::AccuracyReport;
 use dml_ot::{GridPoolConfig, StructuralRerankerConfig};
 
 use crate::checkpoint;
@@ -36,6 +37,11 @@ pub struct EvalRequest {
     /// For AVSL runs: re-score each query's top `K` by `d̂`; `None` the run's choice (exact up to
     /// `avsl.exact_limit` images, else the top `avsl.rerank_k`); `Some(0)` no `d̂`.
     pub avsl_k: Option<usize>,
+    /// The metrics the table shows (every metric of [`eval::all_metrics`] is computed and
+    /// written to `metrics.json` whatever this says).
+    pub metrics: Vec<dml_eval::Metric>,
+    /// The directory `metrics.json` is written into (`None`: `<run>/eval`).
+    pub out: Option<PathBuf>,
 }
 
 /// The re-ranking options of `train eval` (`--diml-k`, `--diml-grid`).
@@ -64,6 +70,8 @@ pub struct Reranked {
     /// Wall-clock milliseconds per query that re-ranking added (scoring with the re-ranker minus
     /// scoring without it, divided by the number of queries).
     pub ms_per_query: f64,
+    /// Every metric after re-ranking.
+    pub report: AccuracyReport,
 }
 
 /// The outcome of an evaluation.
@@ -79,6 +87,12 @@ pub struct EvalOutcome {
     pub queries: usize,
     /// The re-ranked metrics when [`EvalRequest::diml`] asked for them.
     pub reranked: Option<Reranked>,
+    /// Every metric of [`eval::all_metrics`].
+    pub report: AccuracyReport,
+    /// The metrics the table shows ([`EvalRequest::metrics`]).
+    pub shown: Vec<dml_eval::Metric>,
+    /// The files written: `metrics.json` and any exported embeddings.
+    pub written: Vec<PathBuf>,
 }
 
 /// Resolves `best` / `latest` / a path to a checkpoint directory of `run`.
@@ -88,7 +102,17 @@ pub fn checkpoint_dir(run: &Path, which: &str) -> Result<PathBuf, TrainError> {
             let pointer = format!("{which}.json");
             match checkpoint::pointed(run, &pointer)? {
                 Some(dir) => Ok(dir),
-                None if which == "best" => checkpoint::pointed(run, "latest.json")?.ok_or_else(|| no_checkpoint(run)),
+                None if which == "best" => {
+                    let latest = checkpoint::pointed(run, "latest.json")?.ok_or_else(|| no_checkpoint(run))?;
+                    // Say so: a user who asked for the best model must know this is not one.
+                    eprintln!(
+                        "note: {} has no best.json (a best checkpoint is kept only when the data has a val split, \
+                         e.g. --set data.val_classes=2 --batch-size 24); using the latest, {}",
+                        run.display(),
+                        latest.display()
+                    );
+                    Ok(latest)
+                }
                 None => Err(no_checkpoint(run)),
             }
         }
@@ -165,8 +189,9 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
             Some(eval::embed(&model, gallery, batch, threads, &device, pool)?),
         ),
     };
+    let all = eval::all_metrics();
     let started = Instant::now();
-    let metrics = eval::score(&query, gallery.as_ref(), distance, None)?;
+    let report = eval::score_report(&query, gallery.as_ref(), distance, None, &all)?;
     let plain_time = started.elapsed().as_secs_f64();
     let gallery_bank = gallery.as_ref().map_or(query.feature_bank(), |g| g.feature_bank());
     let reranked = if let (Some(q), Some(g)) = (query.feature_bank(), gallery_bank) {
@@ -178,26 +203,57 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
         .map_err(|e| TrainError::Config(format!("structural re-ranking: {e}")))?;
         let reranker = StructuralRerankerAdapter(reranker);
         let started = Instant::now();
-        let metrics = eval::score(&query, gallery.as_ref(), distance, Some(&reranker))?;
+        let reranked = eval::score_report(&query, gallery.as_ref(), distance, Some(&reranker), &all)?;
         let rerank_time = started.elapsed().as_secs_f64();
         Some(Reranked {
             label: format!("K = {} (G = {})", req.diml.k, req.diml.grid),
-            metrics,
+            metrics: Metrics::from_report(&reranked),
             ms_per_query: 1e3 * (rerank_time - plain_time).max(0.0) / query.rows().max(1) as f64,
+            report: reranked,
         })
     } else {
         None
     };
+    let mut written = Vec::new();
     if let Some(out) = &req.export {
-        export_sets(out, &query, gallery.as_ref())?;
+        written = export_sets(out, &query, gallery.as_ref())?;
     }
-    Ok(EvalOutcome {
-        checkpoint: dir,
-        split: split_name,
-        metrics,
-        queries: query.rows(),
-        reranked,
-    })
+    finish(
+        req,
+        EvalOutcome {
+            checkpoint: dir,
+            split: split_name,
+            metrics: Metrics::from_report(&report),
+            queries: query.rows(),
+            reranked,
+            report,
+            shown: req.metrics.clone(),
+            written,
+        },
+    )
+}
+
+/// Writes `metrics.json` (every metric, plain and re-ranked, with the checkpoint and split) into
+/// the request's output directory and records it among the outcome's files.
+fn finish(req: &EvalRequest, mut outcome: EvalOutcome) -> Result<EvalOutcome, TrainError> {
+    let dir = req.out.clone().unwrap_or_else(|| req.run.join("eval"));
+    std::fs::create_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
+    let path = dir.join("metrics.json");
+    let json = serde_json::json!({
+        "checkpoint": outcome.checkpoint,
+        "split": outcome.split,
+        "queries": outcome.queries,
+        "metrics": outcome.report,
+        "reranked": outcome.reranked.as_ref().map(|r| serde_json::json!({
+            "label": r.label,
+            "ms_per_query": r.ms_per_query,
+            "metrics": r.report,
+        })),
+    });
+    let text = serde_json::to_vec_pretty(&json).map_err(|e| TrainError::io(&path, e))?;
+    dml_data::write_atomic(&path, &text).map_err(|e| TrainError::io(&path, e))?;
+    outcome.written.insert(0, path);
+    Ok(outcome)
 }
 
 /// `train eval` of an AVSL run: the concatenated level embedding (K = 0) next to `d̂` on the top K
@@ -221,8 +277,9 @@ fn run_eval_avsl(
         EvalData::QueryGallery { query, gallery } => (embed(query)?, Some(embed(gallery)?)),
     };
     let scorer = avsl_eval::scorer(module, &config.avsl)?;
+    let all = eval::all_metrics();
     let started = Instant::now();
-    let metrics = avsl_eval::score(&scorer, &query, gallery.as_ref(), Depth::Off)?;
+    let report = avsl_eval::score_report(&scorer, &query, gallery.as_ref(), Depth::Off, &all)?;
     let plain_time = started.elapsed().as_secs_f64();
     let references = gallery.as_ref().unwrap_or(&query).bank.rows();
     let depth = match req.avsl_k {
@@ -234,74 +291,83 @@ fn run_eval_avsl(
         None
     } else {
         let started = Instant::now();
-        let metrics = avsl_eval::score(&scorer, &query, gallery.as_ref(), depth)?;
+        let reranked = avsl_eval::score_report(&scorer, &query, gallery.as_ref(), depth, &all)?;
         let time = started.elapsed().as_secs_f64();
         Some(Reranked {
             label: match depth {
                 Depth::Top(k) => format!("d̂, K = {k}"),
                 _ => "d̂, exact".into(),
             },
-            metrics,
+            metrics: Metrics::from_report(&reranked),
             ms_per_query: 1e3 * (time - plain_time).max(0.0) / query.embeddings.rows().max(1) as f64,
+            report: reranked,
         })
     };
+    let mut written = Vec::new();
     if let Some(out) = &req.export {
-        export_sets(out, &query.embeddings, gallery.as_ref().map(|g| &g.embeddings))?;
+        written = export_sets(out, &query.embeddings, gallery.as_ref().map(|g| &g.embeddings))?;
     }
-    Ok(EvalOutcome {
-        checkpoint: dir,
-        split: split_name,
-        metrics,
-        queries: query.embeddings.rows(),
-        reranked,
-    })
+    finish(
+        req,
+        EvalOutcome {
+            checkpoint: dir,
+            split: split_name,
+            metrics: Metrics::from_report(&report),
+            queries: query.embeddings.rows(),
+            reranked,
+            report,
+            shown: req.metrics.clone(),
+            written,
+        },
+    )
 }
 
 /// Writes the query rows (no prefix) and, for a separate gallery, the gallery rows (`gallery_`)
-/// into `out` (created if needed).
-fn export_sets(out: &Path, query: &SplitEmbeddings, gallery: Option<&SplitEmbeddings>) -> Result<(), TrainError> {
+/// into `out` (created if needed); returns the files written.
+fn export_sets(
+    out: &Path,
+    query: &SplitEmbeddings,
+    gallery: Option<&SplitEmbeddings>,
+) -> Result<Vec<PathBuf>, TrainError> {
     std::fs::create_dir_all(out).map_err(|e| TrainError::io(out, e))?;
-    export(out, "", query)?;
+    let mut written = export(out, "", query)?;
     if let Some(g) = gallery {
-        export(out, "gallery_", g)?;
+        written.extend(export(out, "gallery_", g)?);
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Writes `<prefix>embeddings.npy` (`float32 [N, D]`) and `<prefix>labels.npy`
-/// (`int64 [N]`, the manifest's class ids).
-pub fn export(dir: &Path, prefix: &str, e: &SplitEmbeddings) -> Result<(), TrainError> {
-    npy::write(
-        &dir.join(format!("{prefix}embeddings.npy")),
-        &e.data,
-        &[e.rows(), e.dim],
-    )?;
+/// (`int64 [N]`, the manifest's class ids); returns both paths.
+pub fn export(dir: &Path, prefix: &str, e: &SplitEmbeddings) -> Result<Vec<PathBuf>, TrainError> {
+    let embeddings = dir.join(format!("{prefix}embeddings.npy"));
+    npy::write(&embeddings, &e.data, &[e.rows(), e.dim])?;
     let labels: Vec<i64> = e.labels.iter().map(|&l| i64::from(l)).collect();
-    npy::write(&dir.join(format!("{prefix}labels.npy")), &labels, &[e.rows()])
+    let labels_path = dir.join(format!("{prefix}labels.npy"));
+    npy::write(&labels_path, &labels, &[e.rows()])?;
+    Ok(vec![embeddings, labels_path])
 }
 
-/// The metrics as a small text table; with re-ranking, the plain (K = 0) and re-ranked columns
-/// side by side and the added cost per query.
+/// The metrics as a small text table (those of [`EvalOutcome::shown`]); with re-ranking, the
+/// plain (K = 0) and re-ranked columns side by side and the added cost per query; then the files
+/// written.
 pub fn table(outcome: &EvalOutcome) -> String {
-    let m = &outcome.metrics;
     let mut out = format!(
         "checkpoint {}\nsplit {} ({} queries)\n\n",
         outcome.checkpoint.display(),
         outcome.split,
         outcome.queries
     );
-    let rows = |r: Option<&Metrics>| {
-        [
-            ("P@1", m.precision_at_1, r.map(|r| r.precision_at_1)),
-            ("R-Precision", m.r_precision, r.map(|r| r.r_precision)),
-            ("MAP@R", m.map_at_r, r.map(|r| r.map_at_r)),
-        ]
-    };
+    let value = |r: &AccuracyReport, m| eval::metric_value(r, m).unwrap_or(f64::NAN);
     match &outcome.reranked {
         None => {
             out.push_str("| metric | value |\n|---|---|\n");
-            for (name, v, _) in rows(None) {
-                out.push_str(&format!("| {name} | {v:.4} |\n"));
+            for &m in &outcome.shown {
+                out.push_str(&format!(
+                    "| {} | {:.4} |\n",
+                    eval::metric_name(m),
+                    value(&outcome.report, m)
+                ));
             }
         }
         Some(r) => {
@@ -309,12 +375,20 @@ pub fn table(outcome: &EvalOutcome) -> String {
                 "| metric | K = 0 | {} | change |\n|---|---|---|---|\n",
                 r.label
             ));
-            for (name, v, after) in rows(Some(&r.metrics)) {
-                let after = after.unwrap_or(f64::NAN);
-                out.push_str(&format!("| {name} | {v:.4} | {after:.4} | {:+.4} |\n", after - v));
+            for &m in &outcome.shown {
+                let (before, after) = (value(&outcome.report, m), value(&r.report, m));
+                out.push_str(&format!(
+                    "| {} | {before:.4} | {after:.4} | {:+.4} |\n",
+                    eval::metric_name(m),
+                    after - before
+                ));
             }
             out.push_str(&format!("\nre-ranking: {:.2} ms per query\n", r.ms_per_query));
         }
+    }
+    out.push('\n');
+    for file in &outcome.written {
+        out.push_str(&format!("wrote {}\n", file.display()));
     }
     out
 }

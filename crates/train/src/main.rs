@@ -32,7 +32,7 @@ enum Command {
     /// Evaluate a checkpoint of a run on a split, optionally exporting embeddings.
     Eval(EvalArgs),
     /// Print the resolved configuration (default + file + overrides) and exit.
-    Config(TrainArgs),
+    Config(ConfigArgs),
     /// Explain a trained model: similarity attention of a pair, triplet or quadruplet, and its
     /// faithfulness on the synthetic set.
     #[command(subcommand)]
@@ -213,26 +213,37 @@ struct FaithfulnessArgs {
     out: Option<PathBuf>,
 }
 
+/// What a run is: the configuration layers (the embedded default, a TOML file, the shortcut flags
+/// and `--set` overrides), shared by training and `config`.
 #[derive(Debug, Clone, Args)]
-struct TrainArgs {
-    /// A TOML file overriding the embedded default.
+struct ConfigArgs {
+    /// A TOML file overriding the embedded default key by key.
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Override any key: `--set loss.margin=0.1 --set miner=none`.
+    /// Override any key: `--set loss.margin=0.1 --set miner=none` (`miner=NAME` is shorthand for
+    /// that miner with its default parameters).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
-    /// flex | ndarray | wgpu | cuda.
+    /// flex (CPU, default) | ndarray | wgpu | wgpu:cpu | wgpu:discrete[:N] | wgpu:integrated[:N] |
+    /// cuda[:N] (a build with --features cuda).
     #[arg(long)]
     device: Option<String>,
-    /// synth | fashion-mnist | path/to/manifest.csv.
+    /// synth | fashion-mnist | the name of a set prepared under data.root (e.g. cub200 after
+    /// `cargo xtask prepare cub200`) | path/to/manifest.csv.
     #[arg(long)]
     dataset: Option<String>,
     /// small_cnn | resnet18 | resnet50 | bn_inception.
     #[arg(long)]
     backbone: Option<String>,
-    /// The loss by name (its parameters reset to their defaults).
+    /// The loss by name; its parameters reset to their defaults and, unless a miner is given, the
+    /// miner to the loss's paper default (margin: distance_weighted, triplet_margin: semihard
+    /// triplet_margin, multi_similarity and gml_ms: multi_similarity, every other loss: none).
     #[arg(long)]
     loss: Option<String>,
+    /// The miner by name with its default parameters, or none: triplet_margin | batch_hard |
+    /// multi_similarity | pair_margin | distance_weighted | random_triplets | none.
+    #[arg(long)]
+    miner: Option<String>,
     /// Training epochs.
     #[arg(long)]
     epochs: Option<usize>,
@@ -248,7 +259,14 @@ struct TrainArgs {
     /// Parent directory of runs.
     #[arg(long)]
     run_dir: Option<PathBuf>,
-    /// Continue the run from its latest checkpoint.
+}
+
+#[derive(Debug, Clone, Args)]
+struct TrainArgs {
+    #[command(flatten)]
+    run: ConfigArgs,
+    /// Continue the run from its latest checkpoint, as its saved config.toml configured it (only
+    /// --epochs may grow; any other change is refused).
     #[arg(long)]
     resume: bool,
     /// No progress bars.
@@ -263,7 +281,8 @@ struct TrainArgs {
 struct EvalArgs {
     /// The run directory (e.g. runs/default).
     run: PathBuf,
-    /// best | latest | a checkpoint directory.
+    /// best (the best on val; the latest, with a note, when the run has no val split) | latest | a
+    /// checkpoint directory.
     #[arg(long, default_value = "best")]
     checkpoint: String,
     /// Split to evaluate (default: the run's eval.split).
@@ -278,6 +297,13 @@ struct EvalArgs {
     /// Write embeddings.npy and labels.npy into this directory.
     #[arg(long, value_name = "DIR")]
     export_embeddings: Option<PathBuf>,
+    /// The metrics shown: a comma-separated list of p@1, r-precision, map@r, map, mrr, recall@K,
+    /// nmi, ami, or all. Every one of them is computed and written to metrics.json.
+    #[arg(long, value_name = "LIST", default_value = "p@1,r-precision,map@r")]
+    metrics: String,
+    /// The directory metrics.json is written into (default: <run>/eval).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// DIML multi-scale re-ranking: re-score each query's top K neighbours by global cosine +
     /// structural similarity, reported next to K = 0 (0 = off).
     #[arg(long, value_name = "K", default_value_t = 0)]
@@ -292,13 +318,14 @@ struct EvalArgs {
     avsl_k: Option<usize>,
 }
 
-fn resolve(args: &TrainArgs) -> anyhow::Result<TrainConfig> {
+/// The configuration of a run from the command line: a resumed run's saved `config.toml` is the
+/// base the command line's settings are checked against (not the embedded default), a new run
+/// starts from the embedded default.
+fn resolve(args: &ConfigArgs, resume: bool) -> anyhow::Result<TrainConfig> {
     let shortcuts = shortcuts(args);
     let config = TrainConfig::resolve(args.config.as_deref(), &shortcuts, &args.sets)?;
-    // A resumed run continues as it was configured: its saved config.toml is the base the
-    // command line's settings are checked against, not the embedded default.
     let saved = config.run_path().join("config.toml");
-    if args.resume && saved.is_file() {
+    if resume && saved.is_file() {
         return Ok(TrainConfig::resolve_resume(
             &saved,
             args.config.as_deref(),
@@ -309,12 +336,13 @@ fn resolve(args: &TrainArgs) -> anyhow::Result<TrainConfig> {
     Ok(config)
 }
 
-fn shortcuts(args: &TrainArgs) -> Shortcuts {
+fn shortcuts(args: &ConfigArgs) -> Shortcuts {
     Shortcuts {
         device: args.device.clone(),
         dataset: args.dataset.clone(),
         backbone: args.backbone.clone(),
         loss: args.loss.clone(),
+        miner: args.miner.clone(),
         epochs: args.epochs,
         batch_size: args.batch_size,
         seed: args.seed,
@@ -324,7 +352,9 @@ fn shortcuts(args: &TrainArgs) -> Shortcuts {
 }
 
 fn run_train(args: &TrainArgs) -> anyhow::Result<()> {
-    let config = resolve(args)?;
+    let started = std::time::Instant::now();
+    let config = resolve(&args.run, args.resume)?;
+    println!("{}", config.loss_and_miner());
     let options = RunOptions {
         resume: args.resume,
         progress: !args.quiet,
@@ -347,7 +377,24 @@ fn run_train(args: &TrainArgs) -> anyhow::Result<()> {
         println!("best on val: epoch {} ({:.4})", best.epoch, best.value);
     }
     println!("run directory: {}", summary.run_dir.display());
+    println!("wall time: {}", train::trainer::wall_time(started.elapsed()));
     Ok(())
+}
+
+/// Makes Burn's default device the CPU (`flex`) unless `BURN_DEVICE` already names one.
+///
+/// Every device this program computes on is explicit (`--device`, parsed in one place), but Burn
+/// materialises a loaded optimiser state on its *default* device, which in this build (with wgpu)
+/// is the GPU: resuming a CPU run would probe for a GPU, printing the Vulkan loader's
+/// `XDG_RUNTIME_DIR is invalid` errors on a machine without a desktop session. The state moves to
+/// its parameter's device at the next optimiser step, so the default only decides where it waits
+/// until then.
+fn quiet_default_device() {
+    if std::env::var_os("BURN_DEVICE").is_none() {
+        // SAFETY: called first thing in `main`, before any thread of this program exists, so no
+        // other thread can read the environment concurrently.
+        unsafe { std::env::set_var("BURN_DEVICE", "flex") };
+    }
 }
 
 fn run_faithfulness(args: &FaithfulnessArgs) -> anyhow::Result<()> {
@@ -399,11 +446,12 @@ fn run_faithfulness(args: &FaithfulnessArgs) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     // Before any tensor: CPU training steps reuse their freed buffers instead of re-mapping them.
     dml_backend::retain_freed_memory();
+    quiet_default_device();
     let cli = Cli::parse();
     let result = match &cli.command {
         None => run_train(&cli.train),
         Some(Command::Train(args)) => run_train(args),
-        Some(Command::Config(args)) => resolve(args).and_then(|c| {
+        Some(Command::Config(args)) => resolve(args, false).and_then(|c| {
             print!("{}", c.to_toml()?);
             Ok(())
         }),
@@ -448,21 +496,26 @@ fn main() -> ExitCode {
         })
         .map_err(Into::into),
         Some(Command::Analyze(args)) => run_analyze(args),
-        Some(Command::Eval(args)) => run_eval(&EvalRequest {
-            run: args.run.clone(),
-            checkpoint: args.checkpoint.clone(),
-            split: args.split.clone(),
-            dataset: args.dataset.clone(),
-            device: args.device.clone(),
-            export: args.export_embeddings.clone(),
-            diml: DimlEval {
-                k: args.diml_k,
-                grid: args.diml_grid,
-            },
-            avsl_k: args.avsl_k,
-        })
-        .map(|o| print!("{}", table(&o)))
-        .map_err(Into::into),
+        Some(Command::Eval(args)) => train::eval::parse_metrics(&args.metrics)
+            .and_then(|metrics| {
+                run_eval(&EvalRequest {
+                    metrics,
+                    out: args.out.clone(),
+                    run: args.run.clone(),
+                    checkpoint: args.checkpoint.clone(),
+                    split: args.split.clone(),
+                    dataset: args.dataset.clone(),
+                    device: args.device.clone(),
+                    export: args.export_embeddings.clone(),
+                    diml: DimlEval {
+                        k: args.diml_k,
+                        grid: args.diml_grid,
+                    },
+                    avsl_k: args.avsl_k,
+                })
+            })
+            .map(|o| print!("{}", table(&o)))
+            .map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

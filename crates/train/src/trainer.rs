@@ -499,6 +499,52 @@ fn load_data(config: &TrainConfig) -> Result<RunData, TrainError> {
     })
 }
 
+/// The M-per-class sampler of a run, after checking that the training split has the classes a
+/// batch draws (`train.batch_size / train.m`); the error names the keys that decide both.
+fn sampler(config: &TrainConfig, data: &RunData) -> Result<MPerClassSampler, TrainError> {
+    let t = &config.train;
+    let per_batch = t.batch_size / t.m.max(1);
+    if data.num_classes < per_batch {
+        let held_out = if config.data.val_classes > 0 {
+            format!(" after data.val_classes = {} held out as val", config.data.val_classes)
+        } else {
+            String::new()
+        };
+        let fits = data.num_classes * t.m;
+        return Err(TrainError::Config(format!(
+            "train.batch_size = {} with train.m = {} draws {per_batch} classes per batch, but the train \
+             split of {} has {} classes{held_out}: set train.batch_size to at most {fits} (--batch-size {fits}), \
+             lower train.m or data.val_classes",
+            t.batch_size, t.m, config.data.dataset, data.num_classes
+        )));
+    }
+    let samples = if t.samples_per_epoch == 0 {
+        data.train.len()
+    } else {
+        t.samples_per_epoch
+    };
+    Ok(MPerClassSampler::new(
+        &data.dense,
+        t.m,
+        t.batch_size,
+        samples.max(t.batch_size),
+        config.seed,
+    )?)
+}
+
+/// A duration as people read it: `42.3 s`, `3 min 05 s`, `1 h 02 min`.
+pub fn wall_time(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    let whole = d.as_secs();
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else if whole < 3600 {
+        format!("{} min {:02} s", whole / 60, whole % 60)
+    } else {
+        format!("{} h {:02} min", whole / 3600, (whole % 3600) / 60)
+    }
+}
+
 fn selected(m: &Metrics, by: SelectBy) -> f64 {
     match by {
         SelectBy::PrecisionAt1 => m.precision_at_1,
@@ -513,6 +559,9 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
     let train_device = device.clone().autodiff();
     let run = config.run_path();
     let data = load_data(config)?;
+    // The sampler is built before any evaluation or checkpoint, so that a batch the training
+    // split cannot fill fails at once, naming the keys to change.
+    let sampler = sampler(config, &data)?;
     let mut learner = Learner::new(config, data.num_classes, &train_device)?;
 
     let config_text = config.to_toml()?;
@@ -630,18 +679,6 @@ pub fn train(config: &TrainConfig, options: &RunOptions) -> Result<RunSummary, T
         checkpoint::write_metrics(&run, &state.history)?;
     }
 
-    let samples = if config.train.samples_per_epoch == 0 {
-        data.train.len()
-    } else {
-        config.train.samples_per_epoch
-    };
-    let sampler = MPerClassSampler::new(
-        &data.dense,
-        config.train.m,
-        config.train.batch_size,
-        samples.max(config.train.batch_size),
-        config.seed,
-    )?;
     let loader_config = LoaderConfig {
         threads,
         ..LoaderConfig::default()

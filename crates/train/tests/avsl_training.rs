@@ -148,6 +148,8 @@ fn proxy_anchor_and_margin_train_checkpoint_and_evaluate_with_d_hat() {
                 export: None,
                 diml: DimlEval::default(),
                 avsl_k,
+                metrics: train::eval::REPORTED.to_vec(),
+                out: None,
             })
             .unwrap()
         };

@@ -46,6 +46,19 @@ fn resume_continues_the_run_as_configured_and_never_rewrites_it() {
     first.extend(["--epochs".into(), "3".into(), "--stop-after".into(), "1".into()]);
     let o = train_cli(&first);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The run says what it trains with and how long it took.
+    let out = String::from_utf8_lossy(&o.stdout);
+    let said = out.lines().find(|l| l.starts_with("loss ")).unwrap_or_default();
+    for part in [
+        "loss margin (",
+        "margin = 0.2",
+        "miner distance_weighted (",
+        "cutoff = 0.5",
+        "(the loss's default)",
+    ] {
+        assert!(said.contains(part), "{part} missing from {said:?}:\n{out}");
+    }
+    assert!(out.contains("wall time: "), "{out}");
     let run = runs.path().join("r1");
     let saved = std::fs::read(run.join("config.toml")).unwrap();
     assert_eq!(epochs_done(&run), 1);
@@ -59,11 +72,20 @@ fn resume_continues_the_run_as_configured_and_never_rewrites_it() {
     assert!(err.contains("loss.margin: 0.2 → 0.5"), "{err}");
     assert_eq!(std::fs::read(run.join("config.toml")).unwrap(), saved);
 
-    // Resuming by name alone continues to the configured 3 epochs, the file untouched.
+    // Resuming by name alone continues to the configured 3 epochs, the file untouched. Loading the
+    // optimiser state must not probe for a GPU on a CPU run: without a desktop session (no
+    // XDG_RUNTIME_DIR) that probe prints the Vulkan loader's errors.
     let mut resume = base.clone();
     resume.push("--resume".into());
-    let o = train_cli(&resume);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(&resume)
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("BURN_DEVICE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("XDG_RUNTIME_DIR") && !err.contains("error"), "{err}");
     assert_eq!(epochs_done(&run), 3);
     assert_eq!(std::fs::read(run.join("config.toml")).unwrap(), saved);
 

@@ -51,6 +51,8 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
         export: Some(export.clone()),
         diml: DimlEval::default(),
         avsl_k: None,
+        metrics: train::eval::REPORTED.to_vec(),
+        out: None,
     })
     .unwrap();
     assert!(outcome.reranked.is_none());
@@ -62,6 +64,30 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
     let header_len = |b: &[u8]| 10 + u16::from_le_bytes([b[8], b[9]]) as usize;
     assert_eq!(emb.len() - header_len(&emb), outcome.queries * 32 * 4);
     assert_eq!(labels.len() - header_len(&labels), outcome.queries * 8);
+    // Every metric lands in metrics.json (the table shows only the requested ones), and the
+    // table names every file written.
+    let written: Vec<String> = outcome.written.iter().map(|p| p.display().to_string()).collect();
+    let json_path = run.join("eval/metrics.json");
+    assert_eq!(outcome.written[0], json_path);
+    assert!(
+        written.iter().any(|w| w.ends_with("export/embeddings.npy")),
+        "{written:?}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    for key in [
+        "precision_at_1",
+        "mean_average_precision",
+        "mean_reciprocal_rank",
+        "nmi",
+        "ami",
+    ] {
+        assert!(json["metrics"][key].is_number(), "{key}: {json}");
+    }
+    assert!(json["metrics"]["recall_at_k"]["8"].is_number(), "{json}");
+    assert_eq!(json["metrics"]["precision_at_1"].as_f64(), Some(after.precision_at_1));
+    let shown = train::evaluate::table(&outcome);
+    assert!(shown.contains("| map@r |") && !shown.contains("| nmi |"), "{shown}");
+    assert!(shown.contains(&format!("wrote {}", json_path.display())), "{shown}");
 
     // DIML multi-scale re-ranking on the same checkpoint, no retraining. Re-scoring only the
     // first neighbour cannot change which image ranks first, so P@1 must be unchanged with K = 1,
@@ -77,6 +103,8 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
             export: None,
             diml: DimlEval { k, grid: 2 },
             avsl_k: None,
+            metrics: train::eval::REPORTED.to_vec(),
+            out: None,
         })
         .unwrap()
     };

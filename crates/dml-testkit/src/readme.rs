@@ -1,0 +1,247 @@
+//! Running the README's command lines as written, so that the README cannot drift from the
+//! programs: every ```` ```sh ```` block is read from `README.md` at test time and run through
+//! `bash` in a scratch directory, with `cargo` defined as a shell function that maps the
+//! invocations a test owns (e.g. `cargo run --release -p train --`) to the binary under test and
+//! skips every other one for a reason the test states. A command that no mapping or skip rule
+//! covers is a failure, as is a skip rule or a substitution that no longer matches anything.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One `cargo …` invocation the test runs: `cargo <prefix> [--] ARGS` becomes `binary ARGS EXTRA`.
+#[derive(Debug, Clone)]
+pub struct Mapping {
+    /// The words after `cargo` that select this mapping, e.g. `["run", "--release", "-p", "train"]`.
+    pub prefix: Vec<String>,
+    /// The binary that runs instead.
+    pub binary: PathBuf,
+    /// Arguments appended to the command's own (small sizes for a test, say).
+    pub extra: Vec<String>,
+    /// First arguments (subcommands) for which nothing is appended.
+    pub no_extra_for: Vec<String>,
+}
+
+/// A `cargo …` invocation that is not run, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Skip {
+    /// A bash `case` pattern matched against the whole command line (`cargo xtask fetch-weights*`).
+    pub pattern: &'static str,
+    /// Why it is not run here.
+    pub reason: &'static str,
+}
+
+/// A textual change to the README's blocks before they run (smaller sizes, one seed of a loop).
+#[derive(Debug, Clone, Copy)]
+pub struct Substitution {
+    /// The text replaced (every occurrence).
+    pub from: &'static str,
+    /// Its replacement.
+    pub to: &'static str,
+    /// Why.
+    pub why: &'static str,
+}
+
+/// One command that ran.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The command line as the README's block expanded it (`cargo run …`).
+    pub line: String,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+/// What [`run_readme`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Every mapped command, in order.
+    pub ran: Vec<Ran>,
+    /// Every skipped command line with its reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Report {
+    /// The runs whose command line contains `needle`.
+    pub fn runs_with<'a>(&'a self, needle: &'a str) -> impl Iterator<Item = &'a Ran> + 'a {
+        self.ran.iter().filter(move |r| r.line.contains(needle))
+    }
+}
+
+/// The ```` ```sh ```` blocks of a Markdown text, each as its text.
+pub fn sh_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match &mut current {
+            None if line.trim_start() == "```sh" => current = Some(String::new()),
+            None => {}
+            Some(_) if line.trim_start().starts_with("```") => blocks.extend(current.take()),
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+        }
+    }
+    blocks
+}
+
+/// A skip pattern as a bash `case` pattern: the alternatives (`|`) kept, `*` a wildcard, every
+/// other character literal (spaces included).
+fn case_pattern(pattern: &str) -> String {
+    pattern
+        .split('|')
+        .map(|alt| {
+            format!(
+                "\"{}\"",
+                alt.replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('$', "\\$")
+                    .replace('`', "\\`")
+                    .replace('*', "\"*\"")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// Quotes a word for bash.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// Runs every ```` ```sh ```` block of `readme` (after `substitutions`) in `cwd` through bash and
+/// returns what ran. Panics, with the command and its output, when a mapped command fails, when a
+/// `cargo` command matches neither a mapping nor a skip rule, or when a skip rule or substitution
+/// matches nothing (the README changed and the test must follow).
+pub fn run_readme(
+    readme: &Path,
+    cwd: &Path,
+    mappings: &[Mapping],
+    skips: &[Skip],
+    substitutions: &[Substitution],
+) -> Report {
+    let text = std::fs::read_to_string(readme).unwrap_or_else(|e| panic!("cannot read {}: {e}", readme.display()));
+    let mut script = sh_blocks(&text).join("\n");
+    assert!(!script.is_empty(), "{} has no ```sh block", readme.display());
+    for s in substitutions {
+        assert!(
+            script.contains(s.from),
+            "the substitution {:?} → {:?} ({}) matches nothing in the README's sh blocks any more",
+            s.from,
+            s.to,
+            s.why
+        );
+        script = script.replace(s.from, s.to);
+    }
+    let log = cwd.join(".readme-log");
+    let outputs = cwd.join(".readme-out");
+    std::fs::create_dir_all(&outputs).unwrap();
+    let _ = std::fs::remove_file(&log);
+
+    let mut prelude = String::from("set -eo pipefail\n");
+    let _ = writeln!(
+        prelude,
+        "LOG={}\nOUT={}\nN=0",
+        quote(&log.to_string_lossy()),
+        quote(&outputs.to_string_lossy())
+    );
+    prelude.push_str("cargo() {\n  local line=\"cargo $*\"\n  case \"$line\" in\n");
+    for (i, skip) in skips.iter().enumerate() {
+        let _ = writeln!(
+            prelude,
+            "    {}) printf 'SKIP\\t{i}\\t%s\\n' \"$line\" >> \"$LOG\"; return 0;;",
+            case_pattern(skip.pattern)
+        );
+    }
+    prelude.push_str("  esac\n");
+    for m in mappings {
+        let k = m.prefix.len();
+        let extra: Vec<String> = m.extra.iter().map(|w| quote(w)).collect();
+        let _ = writeln!(
+            prelude,
+            "  if [ \"${{*:1:{k}}}\" = {prefix} ]; then\n    shift {k}; [ \"${{1:-}}\" = -- ] && shift\n    \
+             local extra=({extra})\n    {none}\n    \
+             N=$((N + 1)); printf 'RUN\\t%s\\t%s\\n' \"$N\" \"$line\" >> \"$LOG\"\n    \
+             if ! {bin} \"$@\" \"${{extra[@]}}\" > \"$OUT/$N.out\" 2> \"$OUT/$N.err\"; then\n      \
+             echo \"FAILED: $line\" >&2; cat \"$OUT/$N.out\" \"$OUT/$N.err\" >&2; exit 1\n    fi\n    return 0\n  fi",
+            prefix = quote(&m.prefix.join(" ")),
+            extra = extra.join(" "),
+            none = if m.no_extra_for.is_empty() {
+                String::new()
+            } else {
+                format!("case \"${{1:-}}\" in {}) extra=();; esac", m.no_extra_for.join("|"))
+            },
+            bin = quote(&m.binary.to_string_lossy()),
+        );
+    }
+    prelude.push_str("  echo \"no mapping or skip rule for: $line\" >&2; exit 1\n}\n");
+    let full = format!("{prelude}\n{script}");
+    std::fs::write(cwd.join(".readme.sh"), &full).unwrap();
+    let output = Command::new("bash")
+        .arg(cwd.join(".readme.sh"))
+        .current_dir(cwd)
+        .output()
+        .expect("run bash");
+    assert!(
+        output.status.success(),
+        "a README command failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let mut report = Report::default();
+    let mut used = vec![false; skips.len()];
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    for entry in log_text.lines() {
+        let mut parts = entry.splitn(3, '\t');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("RUN"), Some(n), Some(line)) => {
+                let read = |ext: &str| std::fs::read_to_string(outputs.join(format!("{n}.{ext}"))).unwrap_or_default();
+                report.ran.push(Ran {
+                    line: line.to_string(),
+                    stdout: read("out"),
+                    stderr: read("err"),
+                });
+            }
+            (Some("SKIP"), Some(i), Some(line)) => {
+                let i: usize = i.parse().unwrap();
+                used[i] = true;
+                report.skipped.push((line.to_string(), skips[i].reason.to_string()));
+            }
+            _ => panic!("unreadable log line {entry:?}"),
+        }
+    }
+    for (skip, used) in skips.iter().zip(used) {
+        assert!(
+            used,
+            "the skip rule {:?} ({}) matches no README command any more",
+            skip.pattern, skip.reason
+        );
+    }
+    for (line, reason) in &report.skipped {
+        eprintln!("skipped: {line}\n    because {reason}");
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skip_patterns_become_quoted_case_patterns() {
+        assert_eq!(case_pattern("cargo xtask*"), r#""cargo xtask"*"""#);
+        assert_eq!(case_pattern("*a=*|b c"), r#"""*"a="*""|"b c""#);
+    }
+
+    #[test]
+    fn sh_blocks_are_extracted_and_other_blocks_ignored() {
+        let md = "text\n```sh\ncargo a \\\n  b\n```\n```rust\nfn x() {}\n```\n```sh\necho c\n```\n";
+        assert_eq!(
+            sh_blocks(md),
+            vec!["cargo a \\\n  b\n".to_string(), "echo c\n".to_string()]
+        );
+    }
+}
