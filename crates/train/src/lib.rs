@@ -22,6 +22,7 @@ pub mod explain;
 pub mod explain_avsl;
 pub mod mining;
 pub mod npy;
+pub mod report;
 pub mod rerank;
 pub mod trainer;
 
