@@ -413,3 +413,94 @@ fn bad_input_is_one_error_naming_it_and_leaves_no_report() {
         assert!(leftovers.is_empty(), "{args:?} left {leftovers:?}");
     }
 }
+
+/// An AVSL run: the pair view shows AVSL's graph with the numbers `train explain avsl` computes for
+/// the same pair, and the query view ranks by `d̂`, each hit's score being its pair view's `d̂`.
+#[test]
+fn an_avsl_run_reports_its_graph_and_ranks_by_d_hat() {
+    let runs = tempfile::tempdir().unwrap();
+    let config = common::tiny_config(
+        runs.path(),
+        "pa",
+        &[
+            "avsl.enabled=true",
+            "avsl.dim=16",
+            "avsl.topk=4",
+            "train.epochs=1",
+            "train.samples_per_epoch=120",
+            "miner=none",
+            "loss.name=\"proxy_anchor\"",
+        ],
+    );
+    let run = train(&config, &RunOptions::default()).unwrap().run_dir;
+    let test = split_images("test");
+    let (a, b) = (&test[0].0, &test[5].0);
+    let out = runs.path().join("pair");
+    let o = report(&["--run", s(&run), "--samples", "2", "--out", s(&out), s(a), s(b)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&out.join("report.json"));
+    assert_eq!(r["avsl"]["status"], "available", "{}", r["avsl"]);
+    let levels = r["avsl"]["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 3);
+    assert_eq!(r["files"]["avsl"].as_array().unwrap().len(), 3);
+    for file in r["files"]["avsl"].as_array().unwrap() {
+        assert!(image::open(out.join(file.as_str().unwrap())).is_ok(), "{file}");
+    }
+    let explained = runs.path().join("explained");
+    let o = Command::new(env!("CARGO_BIN_EXE_train"))
+        .args([
+            "explain",
+            "avsl",
+            "--run",
+            s(&run),
+            "--top",
+            "2",
+            "--out",
+            s(&explained),
+            s(a),
+            s(b),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let avsl = json(&explained.join("avsl.json"));
+    let d_hat = f(&r["avsl"]["d_hat"]);
+    assert_eq!(d_hat, f(&avsl["d_hat"]), "the report's d̂ is explain avsl's");
+    for (mine, theirs) in levels.iter().zip(avsl["levels"].as_array().unwrap()) {
+        assert_eq!(mine["top_nodes"][0]["node"], theirs["top_nodes"][0]["node"]);
+    }
+
+    let qout = runs.path().join("query");
+    let o = report(&[
+        "--run",
+        s(&run),
+        "--query",
+        s(a),
+        "--top",
+        "2",
+        "--samples",
+        "2",
+        "--out",
+        s(&qout),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let q = json(&qout.join("report.json"));
+    let ranking = &q["rankings"][2];
+    assert_eq!(ranking["method"], "avsl");
+    let hits = ranking["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(f(&hits[0]["score"]) <= f(&hits[1]["score"]));
+    for hit in hits {
+        let pair = json(
+            &qout
+                .join(hit["pair_page"].as_str().unwrap())
+                .with_file_name("report.json"),
+        );
+        // The ranking reads the split's bank embedded in batches of 100, the pair view two images.
+        let pair_d = f(&pair["avsl"]["d_hat"]);
+        assert!(
+            (f(&hit["score"]) - pair_d).abs() < 1e-4 * pair_d.abs().max(1.0),
+            "{hit} vs {pair_d}"
+        );
+    }
+}

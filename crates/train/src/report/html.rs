@@ -31,7 +31,7 @@ main{max-width:1248px;margin:0 auto}
 h1{font-size:1.5rem;margin:0 0 8px}
 h2{font-size:1.15rem;margin:0 0 8px}
 h3{font-size:1rem;margin:12px 0 4px}
-.meta{color:#555;font-size:.85rem;word-break:break-all}
+.meta{color:#555;font-size:.85rem;overflow-wrap:anywhere}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,380px),1fr));gap:16px;margin-top:16px}
 .card{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:12px;min-width:0}
 .card img{max-width:100%;height:auto;display:block}
