@@ -514,7 +514,7 @@ pub fn faithfulness(req: &FaithfulnessRequest) -> Result<FaithfulnessReport, Tra
 }
 
 /// The closed form where it is exact (the last stage; every ResNet stage), else autodiff.
-fn similarity_method(model: &EmbeddingModel, stage: &str) -> AlphaMethod {
+pub(crate) fn similarity_method(model: &EmbeddingModel, stage: &str) -> AlphaMethod {
     let names = model.backbone.stage_names();
     let last = names.last().copied() == Some(stage);
     if last || matches!(model.backbone, dml_models::Backbone::ResNet(_)) {

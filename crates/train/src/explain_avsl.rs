@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::data;
 use crate::error::TrainError;
-use crate::explain::{load_images, load_run_model, render_error, values, write_json};
+use crate::explain::{RunModel, TupleImages, load_images, load_run_model, render_error, values, write_json};
 
 /// What `train explain avsl` is asked to do.
 #[derive(Debug, Clone)]
@@ -111,28 +111,31 @@ pub struct AvslReport {
     pub files: Vec<PathBuf>,
 }
 
-/// Explains the pair of `req` with the run's AVSL graph: writes `avsl_level<l>_node<j>.png` (the
-/// node's CAM over both images, one colour bar) for the `top` nodes of every level,
-/// `avsl_summary.png` (every shown node's CAM, min-max normalised, over both images),
-/// `avsl_decomposition.png` (the least reliable top-level node and its strongest lower-level
-/// node) and `avsl.json` ([`AvslReport`]) into `req.out`.
-pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
-    for path in &req.images {
-        if !path.is_file() {
-            return Err(TrainError::Config(format!("image {}: no such file", path.display())));
-        }
-    }
-    if req.top == 0 {
-        return Err(TrainError::Config("--top: must be at least 1".into()));
-    }
-    let run = load_run_model(&req.run, &req.checkpoint, req.device.as_deref())?;
-    let module = run.avsl.as_ref().ok_or_else(|| {
-        TrainError::Config(format!(
-            "run {} was not trained with [avsl] enabled = true; explain avsl needs its graph",
-            req.run.display()
-        ))
-    })?;
-    let pair = load_images(&req.images, &Pipeline::new(data::eval_transform(&run.config.data))?)?;
+/// The numbers of one pair's AVSL graph: `d̂`, its recomposition, the `top` nodes of every level
+/// and the least reliable top-level node's decomposition.
+pub(crate) struct AvslPair {
+    /// The overall distance `d̂` (Eq. 9).
+    pub d_hat: f32,
+    /// `Σ_l Σ λ ⊙ δ` (Property 1).
+    pub recomposed: f32,
+    /// The levels, low to high, each with its `top` nodes by attribution.
+    pub levels: Vec<LevelReport>,
+    /// The least reliable top-level node and its lower-level contributors.
+    pub decomposition: Decomposition,
+    /// The strongest contributor's own node report on the level below, if any.
+    pub strongest: Option<NodeReport>,
+}
+
+/// Runs the AVSL graph of `run` (its `module`) on the two images of `pair` (`[2, 3, H, W]`, the
+/// evaluation transform's output) and reads back the `top` nodes of every level (Zhang et al.,
+/// Eq. 9–11).
+pub(crate) fn avsl_pair(
+    run: &RunModel,
+    module: &crate::avsl::AvslModule,
+    pair: &TupleImages,
+    top: usize,
+) -> Result<AvslPair, TrainError> {
+    let req_top = top;
     let images = Tensor::<4>::from_data(
         TensorData::new(pair.values.clone(), [2, 3, pair.height, pair.width]),
         &run.device,
@@ -195,7 +198,7 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
                     let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                     [min, p.iter().sum::<f32>() / p.len().max(1) as f32, max]
                 }),
-                top_nodes: order.iter().take(req.top).map(|&j| node_report(l, j)).collect(),
+                top_nodes: order.iter().take(req_top).map(|&j| node_report(l, j)).collect(),
             }
         })
         .collect();
@@ -223,36 +226,86 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
         contributors,
     };
 
+    let strongest = decomposition.contributors.first().map(|c| node_report(top - 1, c.node));
+    let d_hat: f32 = values(graph.distance.clone())[0];
+    Ok(AvslPair {
+        d_hat,
+        recomposed,
+        levels: level_reports,
+        decomposition,
+        strongest,
+    })
+}
+
+/// Draws the CAMs of `items` (each a level index, a node and the captions of its two columns) over
+/// both images `rgb` into one panel with one colour bar and writes it to `path`. Each node fills two
+/// columns (the first and the second image), captioned with two halves of its label so that neither
+/// runs into the next column; at most two nodes fit a panel.
+pub(crate) fn node_panel(
+    rgb: &[image::RgbImage],
+    levels: &[LevelReport],
+    items: &[(usize, &NodeReport, [String; 2])],
+    path: &Path,
+) -> Result<(), TrainError> {
+    let panel_items: Vec<PanelItem> = items
+        .iter()
+        .flat_map(|(l, node, captions)| {
+            let shape = levels[*l].map_shape;
+            (0..2).map(move |b| PanelItem {
+                image: &rgb[b],
+                map: &node.cams[b],
+                map_h: shape[0],
+                map_w: shape[1],
+                caption: captions[b].as_str(),
+            })
+        })
+        .collect();
+    // Every map of a figure shares one scale, so the two images' CAMs compare directly.
+    let maps: Vec<&[f32]> = panel_items.iter().map(|i| i.map).collect();
+    let style = PanelStyle {
+        range: Some(ValueRange::of(&maps)),
+        ..PanelStyle::default()
+    };
+    let figure = panel(&panel_items, &style).map_err(render_error)?;
+    save_png_atomic(&figure, path).map_err(render_error)
+}
+
+/// Explains the pair of `req` with the run's AVSL graph: writes `avsl_level<l>_node<j>.png` (the
+/// node's CAM over both images, one colour bar) for the `top` nodes of every level,
+/// `avsl_summary.png` (every shown node's CAM, min-max normalised, over both images),
+/// `avsl_decomposition.png` (the least reliable top-level node and its strongest lower-level
+/// node) and `avsl.json` ([`AvslReport`]) into `req.out`.
+pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
+    for path in &req.images {
+        if !path.is_file() {
+            return Err(TrainError::Config(format!("image {}: no such file", path.display())));
+        }
+    }
+    if req.top == 0 {
+        return Err(TrainError::Config("--top: must be at least 1".into()));
+    }
+    let run = load_run_model(&req.run, &req.checkpoint, req.device.as_deref())?;
+    let module = run.avsl.as_ref().ok_or_else(|| {
+        TrainError::Config(format!(
+            "run {} was not trained with [avsl] enabled = true; explain avsl needs its graph",
+            req.run.display()
+        ))
+    })?;
+    let pair = load_images(&req.images, &Pipeline::new(data::eval_transform(&run.config.data))?)?;
+    let AvslPair {
+        d_hat,
+        recomposed,
+        levels: level_reports,
+        decomposition,
+        strongest,
+    } = avsl_pair(&run, module, &pair, req.top)?;
+    let top = level_reports.len() - 1;
     std::fs::create_dir_all(&req.out).map_err(|e| TrainError::io(&req.out, e))?;
     let rgb = pair.display(&run.config)?;
     let mut files = Vec::new();
     let rgb = &rgb;
-    // Each node fills two columns (the first and the second image), captioned with two halves of
-    // its label so that neither runs into the next column.
-    let node_panel = |items: Vec<(usize, &NodeReport, [String; 2])>, path: &Path| -> Result<(), TrainError> {
-        // Every map of a figure shares one scale, so the two images' CAMs compare directly.
-        let shapes: Vec<[usize; 2]> = items.iter().map(|(l, _, _)| level_reports[*l].map_shape).collect();
-        let panel_items: Vec<PanelItem> = items
-            .iter()
-            .zip(&shapes)
-            .flat_map(|((_, node, captions), shape)| {
-                (0..2).map(move |b| PanelItem {
-                    image: &rgb[b],
-                    map: &node.cams[b],
-                    map_h: shape[0],
-                    map_w: shape[1],
-                    caption: captions[b].as_str(),
-                })
-            })
-            .collect();
-        let maps: Vec<&[f32]> = panel_items.iter().map(|i| i.map).collect();
-        let style = PanelStyle {
-            range: Some(ValueRange::of(&maps)),
-            ..PanelStyle::default()
-        };
-        let figure = panel(&panel_items, &style).map_err(render_error)?;
-        save_png_atomic(&figure, path).map_err(render_error)
-    };
+    let node_panel =
+        |items: Vec<(usize, &NodeReport, [String; 2])>, path: &Path| node_panel(rgb, &level_reports, &items, path);
     for (l, level) in level_reports.iter().enumerate() {
         for node in &level.top_nodes {
             let path = req.out.join(format!("avsl_level{l}_node{}.png", node.node));
@@ -274,7 +327,6 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
             format!("p={:.2}", d.node.reliability.unwrap_or(f32::NAN)),
         ],
     )];
-    let strongest = d.contributors.first().map(|c| node_report(top - 1, c.node));
     if let (Some(c), Some(node)) = (d.contributors.first(), strongest.as_ref()) {
         items.push((
             top - 1,
@@ -312,7 +364,6 @@ pub fn explain_avsl(req: &AvslRequest) -> Result<AvslReport, TrainError> {
     save_png_atomic(&summary, &path).map_err(render_error)?;
     files.push(path);
 
-    let d_hat: f32 = values(graph.distance.clone())[0];
     let report = AvslReport {
         checkpoint: run.checkpoint.clone(),
         images: req.images.clone(),

@@ -23,6 +23,7 @@ pub mod explain_avsl;
 pub mod mining;
 pub mod npy;
 pub mod paper_miner;
+pub mod report;
 pub mod rerank;
 pub mod trainer;
 

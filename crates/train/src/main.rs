@@ -9,6 +9,7 @@ use train::analyze::{AnalyzeRequest, analyze};
 use train::evaluate::{DimlEval, EvalRequest, run_eval, table};
 use train::explain::{AttentionRequest, FaithfulnessRequest, explain_attention, faithfulness};
 use train::explain_avsl::{AvslRequest, explain_avsl};
+use train::report::{QueryOptions, ReportMode, ReportOptions, ReportOutcome, ReportRequest, explain_report};
 use train::{RunOptions, Shortcuts, TrainConfig};
 
 /// Deep-metric-learning training and evaluation.
@@ -133,6 +134,118 @@ enum ExplainCommand {
     /// on both images, and the least reliable top-level node's decomposition into lower-level
     /// nodes, as PNGs and a JSON of the numbers.
     Avsl(AvslArgs),
+    /// Every method side by side, as one HTML page with its figures and a report.json: for a pair
+    /// (`IMAGE1 IMAGE2`) the global and structural similarities, DIML's marginals and top flows,
+    /// similarity attention, AVSL's top nodes (AVSL runs) and SmoothGrad saliency; for a query
+    /// (`--query IMAGE`) its top retrievals by global distance, DIML re-ranking and AVSL, each hit
+    /// linked to its pair view.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// The run directory (e.g. runs/default).
+    #[arg(long)]
+    run: PathBuf,
+    /// best | latest | a checkpoint directory.
+    #[arg(long, default_value = "best")]
+    checkpoint: String,
+    /// The query image (query mode); without it, give two images (pair mode).
+    #[arg(long, conflicts_with = "images")]
+    query: Option<PathBuf>,
+    /// The split searched in query mode.
+    #[arg(long, default_value = "test", requires = "query")]
+    split: String,
+    /// Hits shown per ranking in query mode.
+    #[arg(long, default_value_t = 8, requires = "query")]
+    top: usize,
+    /// Neighbours by global distance that DIML re-ranking re-scores in query mode (its K).
+    #[arg(long, default_value_t = 100, requires = "query")]
+    diml_k: usize,
+    /// Side G of DIML's grid.
+    #[arg(long, default_value_t = 4)]
+    grid: usize,
+    /// DIML flows drawn (those with the largest contribution).
+    #[arg(long, default_value_t = 8)]
+    flows: usize,
+    /// AVSL nodes shown per level (1 or 2).
+    #[arg(long, default_value_t = 2)]
+    avsl_top: usize,
+    /// SmoothGrad samples per image.
+    #[arg(long, default_value_t = 50)]
+    samples: usize,
+    /// Seed of the SmoothGrad noise.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Device (default: the run's).
+    #[arg(long)]
+    device: Option<String>,
+    /// The report folder (default: <run>/explain/report for a pair, <run>/explain/query-report for
+    /// a query); replaced only once the new report is complete.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The two images of a pair.
+    #[arg(num_args = 0..=2)]
+    images: Vec<PathBuf>,
+}
+
+fn run_report(args: &ReportArgs) -> anyhow::Result<()> {
+    let (mode, default_out) = match (&args.query, args.images.as_slice()) {
+        (Some(query), []) => (
+            ReportMode::Query(QueryOptions {
+                query: query.clone(),
+                split: args.split.clone(),
+                top: args.top,
+                diml_k: args.diml_k,
+            }),
+            "query-report",
+        ),
+        (None, [a, b]) => (ReportMode::Pair([a.clone(), b.clone()]), "report"),
+        (None, other) => anyhow::bail!(
+            "explain report takes two images (a pair) or --query IMAGE, got {} image(s)",
+            other.len()
+        ),
+        (Some(_), _) => anyhow::bail!("--query takes no other image"),
+    };
+    let result = explain_report(&ReportRequest {
+        run: args.run.clone(),
+        checkpoint: args.checkpoint.clone(),
+        device: args.device.clone(),
+        out: args
+            .out
+            .clone()
+            .unwrap_or_else(|| args.run.join("explain").join(default_out)),
+        mode,
+        options: ReportOptions {
+            samples: args.samples,
+            seed: args.seed,
+            flows: args.flows,
+            grid: args.grid,
+            avsl_top: args.avsl_top,
+            ..ReportOptions::default()
+        },
+    })?;
+    match &result.outcome {
+        ReportOutcome::Pair(p) => println!(
+            "global cosine {:.4}, DIML structural {:.4}{}",
+            p.global.cosine,
+            p.diml.structural_similarity,
+            match &p.avsl {
+                train::report::Availability::Available(a) => format!(", AVSL d̂ {:.4}", a.d_hat),
+                train::report::Availability::NotAvailable { .. } => String::new(),
+            }
+        ),
+        ReportOutcome::Query(q) => println!(
+            "{} images of the {} split searched, top {} per ranking",
+            q.gallery_size, q.split, q.top
+        ),
+    }
+    println!(
+        "wrote {} in {:.2} s",
+        result.dir.join("report.html").display(),
+        result.seconds
+    );
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -495,6 +608,7 @@ fn main() -> ExitCode {
             }
         })
         .map_err(Into::into),
+        Some(Command::Explain(ExplainCommand::Report(args))) => run_report(args),
         Some(Command::Analyze(args)) => run_analyze(args),
         Some(Command::Eval(args)) => train::eval::parse_metrics(&args.metrics)
             .and_then(|metrics| {

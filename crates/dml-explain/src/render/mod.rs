@@ -11,6 +11,7 @@
 //! - [`draw_text`] and the built-in bitmap font, [`colorbar()`] with tick labels;
 //! - [`panel()`]: a figure of 1 to 4 images (original above, overlay below, a caption above
 //!   each column, one shared colour bar);
+//! - [`flow_figure`]: two images side by side with lines between grid cells (transport flows);
 //! - [`matrix_heatmap`]: a labelled matrix (e.g. model-to-model correlations) with its values;
 //! - [`map_grid`]: images in rows, one overlay per model in columns;
 //! - [`denormalize()`]: a normalised `[3, H, W]` network input back to an image;
@@ -20,6 +21,7 @@ mod colorbar;
 mod colormap;
 mod denormalize;
 mod error;
+mod flows;
 mod font;
 mod grid;
 mod heatmap;
@@ -33,6 +35,7 @@ pub use colorbar::{COLORBAR_BAR_WIDTH, colorbar, colorbar_padding, format_ticks}
 pub use colormap::{NAN_COLOUR, colormap};
 pub use denormalize::{IMAGENET_MEAN, IMAGENET_STD, denormalize};
 pub use error::RenderError;
+pub use flows::{FlowLine, FlowStyle, flow_figure};
 pub use font::{GLYPH_ADVANCE, GLYPH_CELL_HEIGHT, GLYPH_WIDTH, draw_text, glyph, text_height, text_width};
 pub use grid::{GridRow, map_grid};
 pub use heatmap::matrix_heatmap;
