@@ -383,20 +383,26 @@ fn loss_name(table: &toml::Table) -> Option<String> {
 /// Replaces the `[miner]` section by the paper default of the table's loss (removing it when the
 /// loss trains without a miner).
 fn reset_miner_for_loss(table: &mut toml::Table) {
-    let miner = loss_name(table)
-        .and_then(|name| crate::paper_miner::paper_miner(&name))
-        .and_then(|m| match toml::Value::try_from(&m) {
-            Ok(toml::Value::Table(t)) => Some(t),
-            _ => None,
-        });
-    match miner {
-        Some(t) => {
-            table.insert("miner".into(), toml::Value::Table(t));
-        }
-        None => {
-            table.remove("miner");
-        }
+    let miner = loss_name(table).and_then(|name| crate::paper_miner::paper_miner(&name));
+    // Every paper miner serialises: `paper_miner::tests` writes each one as TOML.
+    let section = miner.map(|m| miner_table(&m).expect("a paper miner is written as TOML"));
+    set_miner(table, section);
+}
+
+/// A miner as the `[miner]` table a configuration holds (`None` if it does not serialise as one).
+fn miner_table(miner: &MinerConfig) -> Option<toml::Table> {
+    match toml::Value::try_from(miner) {
+        Ok(toml::Value::Table(t)) => Some(t),
+        _ => None,
     }
+}
+
+/// Sets `table`'s `[miner]` section, or removes it for `None` (no miner).
+fn set_miner(table: &mut toml::Table, section: Option<toml::Table>) {
+    match section {
+        Some(t) => table.insert("miner".into(), toml::Value::Table(t)),
+        None => table.remove("miner"),
+    };
 }
 
 /// The `[miner]` section that the shorthand `miner = "NAME"` stands for: that miner with its
@@ -406,21 +412,16 @@ fn miner_section(name: &str) -> Result<Option<toml::Table>, TrainError> {
         return Ok(None);
     }
     let miner = MinerConfig::default_for(name).map_err(|e| TrainError::Config(format!("miner = {name:?}: {e}")))?;
-    match toml::Value::try_from(&miner) {
-        Ok(toml::Value::Table(t)) => Ok(Some(t)),
-        _ => Err(TrainError::Config(format!(
-            "miner = {name:?}: cannot be written as TOML"
-        ))),
-    }
+    miner_table(&miner)
+        .map(Some)
+        .ok_or_else(|| TrainError::Config(format!("miner = {name:?}: cannot be written as TOML")))
 }
 
 /// Replaces a `miner = "NAME"` string (as a TOML file may write it) by the section it stands for.
 fn expand_miner_shorthand(table: &mut toml::Table) -> Result<(), TrainError> {
     if let Some(toml::Value::String(name)) = table.get("miner") {
-        match miner_section(&name.clone())? {
-            Some(t) => table.insert("miner".into(), toml::Value::Table(t)),
-            None => table.remove("miner"),
-        };
+        let section = miner_section(&name.clone())?;
+        set_miner(table, section);
     }
     Ok(())
 }
@@ -446,10 +447,7 @@ pub fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<(), T
         Err(_) => toml::Value::String(raw.to_string()),
     };
     if let (["miner"], Some(name)) = (keys.as_slice(), value.as_str()) {
-        match miner_section(name)? {
-            Some(t) => table.insert("miner".into(), toml::Value::Table(t)),
-            None => table.remove("miner"),
-        };
+        set_miner(table, miner_section(name)?);
         return Ok(());
     }
     let loss_before = loss_name(table);
