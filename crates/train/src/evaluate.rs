@@ -214,37 +214,33 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
     } else {
         None
     };
-    let mut written = Vec::new();
-    if let Some(out) = &req.export {
-        written = export_sets(out, &query, gallery.as_ref())?;
-    }
-    finish(
-        req,
-        EvalOutcome {
-            checkpoint: dir,
-            split: split_name,
-            metrics: Metrics::from_report(&report),
-            queries: query.rows(),
-            reranked,
-            report,
-            shown: req.metrics.clone(),
-            written,
-        },
-    )
+    finish(req, dir, split_name, &query, gallery.as_ref(), report, reranked)
 }
 
 /// Writes `metrics.json` (every metric, plain and re-ranked, with the checkpoint and split) into
 /// the request's output directory and records it among the outcome's files.
-fn finish(req: &EvalRequest, mut outcome: EvalOutcome) -> Result<EvalOutcome, TrainError> {
+fn finish(
+    req: &EvalRequest,
+    checkpoint: PathBuf,
+    split: String,
+    query: &SplitEmbeddings,
+    gallery: Option<&SplitEmbeddings>,
+    report: AccuracyReport,
+    reranked: Option<Reranked>,
+) -> Result<EvalOutcome, TrainError> {
+    let exported = match &req.export {
+        Some(out) => export_sets(out, query, gallery)?,
+        None => Vec::new(),
+    };
     let dir = req.out.clone().unwrap_or_else(|| req.run.join("eval"));
     std::fs::create_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
     let path = dir.join("metrics.json");
     let json = serde_json::json!({
-        "checkpoint": outcome.checkpoint,
-        "split": outcome.split,
-        "queries": outcome.queries,
-        "metrics": outcome.report,
-        "reranked": outcome.reranked.as_ref().map(|r| serde_json::json!({
+        "checkpoint": checkpoint,
+        "split": split,
+        "queries": query.rows(),
+        "metrics": report,
+        "reranked": reranked.as_ref().map(|r| serde_json::json!({
             "label": r.label,
             "ms_per_query": r.ms_per_query,
             "metrics": r.report,
@@ -252,8 +248,16 @@ fn finish(req: &EvalRequest, mut outcome: EvalOutcome) -> Result<EvalOutcome, Tr
     });
     let text = serde_json::to_vec_pretty(&json).map_err(|e| TrainError::io(&path, e))?;
     dml_data::write_atomic(&path, &text).map_err(|e| TrainError::io(&path, e))?;
-    outcome.written.insert(0, path);
-    Ok(outcome)
+    Ok(EvalOutcome {
+        checkpoint,
+        split,
+        metrics: Metrics::from_report(&report),
+        queries: query.rows(),
+        reranked,
+        report,
+        shown: req.metrics.clone(),
+        written: std::iter::once(path).chain(exported).collect(),
+    })
 }
 
 /// `train eval` of an AVSL run: the concatenated level embedding (K = 0) next to `d̂` on the top K
@@ -303,23 +307,8 @@ fn run_eval_avsl(
             report: reranked,
         })
     };
-    let mut written = Vec::new();
-    if let Some(out) = &req.export {
-        written = export_sets(out, &query.embeddings, gallery.as_ref().map(|g| &g.embeddings))?;
-    }
-    finish(
-        req,
-        EvalOutcome {
-            checkpoint: dir,
-            split: split_name,
-            metrics: Metrics::from_report(&report),
-            queries: query.embeddings.rows(),
-            reranked,
-            report,
-            shown: req.metrics.clone(),
-            written,
-        },
-    )
+    let gallery = gallery.as_ref().map(|g| &g.embeddings);
+    finish(req, dir, split_name, &query.embeddings, gallery, report, reranked)
 }
 
 /// Writes the query rows (no prefix) and, for a separate gallery, the gallery rows (`gallery_`)
