@@ -3,7 +3,7 @@
 //! an example that errors fails this test. The few that cannot run here are skipped, each for a
 //! reason listed below and printed.
 
-use dml_testkit::readme::{Mapping, Skip, Substitution, run_readme};
+use dml_testkit::readme::{Mapping, SKIP_CARGO_BENCH, SKIP_CARGO_TEST, Skip, Substitution, run_readme};
 
 const SKIPS: &[Skip] = &[
     Skip {
@@ -22,14 +22,8 @@ const SKIPS: &[Skip] = &[
         pattern: "cargo xtask prepare fashion-mnist*",
         reason: "writes all 70,000 images; tests/tests/fashion_mnist.rs runs this command (with --out)",
     },
-    Skip {
-        pattern: "cargo test*",
-        reason: "the test suite itself, which this test is part of",
-    },
-    Skip {
-        pattern: "cargo bench*",
-        reason: "a benchmark: minutes of timing loops, not an example of use",
-    },
+    SKIP_CARGO_TEST,
+    SKIP_CARGO_BENCH,
 ];
 
 const SUBSTITUTIONS: &[Substitution] = &[

@@ -31,6 +31,20 @@ pub struct Skip {
     pub reason: &'static str,
 }
 
+/// `cargo test …` in the README: the suite that runs the README test itself; every README test
+/// skips it.
+pub const SKIP_CARGO_TEST: Skip = Skip {
+    pattern: "cargo test*",
+    reason: "the test suite itself, which this test is part of",
+};
+
+/// `cargo bench …` in the README: timing loops rather than examples of use; every README test
+/// skips them.
+pub const SKIP_CARGO_BENCH: Skip = Skip {
+    pattern: "cargo bench*",
+    reason: "a benchmark: minutes of timing loops, not an example of use",
+};
+
 /// A textual change to the README's blocks before they run (smaller sizes, one seed of a loop).
 #[derive(Debug, Clone, Copy)]
 pub struct Substitution {

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use dml_testkit::readme::{Mapping, Skip, Substitution, run_readme};
+use dml_testkit::readme::{Mapping, SKIP_CARGO_BENCH, SKIP_CARGO_TEST, Skip, Substitution, run_readme};
 
 /// Appended to every training and `config` command: one epoch of one batch on a small synthetic
 /// set (300 images of 32², at 24²), so that the two dozen runs take seconds each.
@@ -36,14 +36,8 @@ const SKIPS: &[Skip] = &[
         pattern: "cargo xtask*",
         reason: "an xtask command: xtask/tests/readme_commands.rs runs these",
     },
-    Skip {
-        pattern: "cargo test*",
-        reason: "the test suite itself, which this test is part of",
-    },
-    Skip {
-        pattern: "cargo bench*",
-        reason: "a benchmark: minutes of timing loops, not an example of use",
-    },
+    SKIP_CARGO_TEST,
+    SKIP_CARGO_BENCH,
 ];
 
 /// Changes to the README's text before it runs, each for the reason given.
