@@ -217,8 +217,10 @@ pub fn run_eval(req: &EvalRequest) -> Result<EvalOutcome, TrainError> {
     finish(req, dir, split_name, &query, gallery.as_ref(), report, reranked)
 }
 
-/// Writes `metrics.json` (every metric, plain and re-ranked, with the checkpoint and split) into
-/// the request's output directory and records it among the outcome's files.
+/// The outcome of an evaluation of `query` (against `gallery` when separate): exports the
+/// embeddings when the request asks for it, writes `metrics.json` (every metric, plain and
+/// re-ranked, with the checkpoint and split) into the request's output directory and lists both
+/// among the outcome's files, `metrics.json` first.
 fn finish(
     req: &EvalRequest,
     checkpoint: PathBuf,
