@@ -1,4 +1,4 @@
-//! `cargo xtask …`: dataset preparation and synthetic data generation.
+//! `cargo xtask …`: dataset preparation, synthetic data generation and the benchmarks.
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {

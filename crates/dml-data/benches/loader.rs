@@ -1,11 +1,13 @@
-//! Decoding + augmentation throughput at 224², printed as JSON.
+//! Decoding + augmentation throughput at 224², one measurement line (`dml_testkit::bench`, id
+//! `loader/224_t<threads>`, seconds per image) per thread count.
 //!
 //! Writes 192 JPEG photographs-sized images (500 × 375, quality 90, textured so that they
 //! compress like photos) to a temporary dataset, then loads three epochs of batches of 32
 //! with the training transform (random-resized-crop 224, flip, ImageNet normalisation)
 //! on 1 and 2 decoding threads.
 //!
-//! Run: `cargo bench -p dml-data --bench loader`
+//! Run: `cargo bench -p dml-data --bench loader`; `cargo xtask bench --peers` loads the same
+//! kind of images with torchvision's transforms and a PyTorch `DataLoader` (`xtask/peers/loader.py`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,7 +57,7 @@ fn main() {
     let dataset = Arc::new(ImageDataset::new(Arc::new(manifest), &[Split::Train], pipeline));
     let sampler = ShuffledSampler::new(IMAGES, BATCH, true, true, 0).expect("sampler");
 
-    let mut results = Vec::new();
+    let source_kb = bytes_total / IMAGES / 1024;
     for threads in [1usize, 2] {
         let config = LoaderConfig { threads, prefetch: 2 };
         // One warm-up epoch so that the page cache holds the files in both runs.
@@ -70,15 +72,19 @@ fn main() {
             }
         }
         let seconds = start.elapsed().as_secs_f64();
-        results.push(format!(
-            "{{\"threads\":{threads},\"images\":{images},\"seconds\":{seconds:.3},\"images_per_second\":{:.1}}}",
-            images as f64 / seconds
-        ));
+        dml_testkit::bench::emit(
+            &format!("loader/224_t{threads}"),
+            seconds / images as f64,
+            "image decoded and augmented",
+            serde_json::json!({
+                "source": format!("500x375 JPEG q90, mean {source_kb} KB"),
+                "transform": "random-resized-crop 224 + flip + normalise",
+                "batch": BATCH,
+                "threads": threads,
+                "images": images,
+                "images_per_second": images as f64 / seconds,
+            }),
+        );
     }
-    println!(
-        "{{\"bench\":\"dml-data loader\",\"source\":\"500x375 JPEG q90, mean {} KB\",\"transform\":\"random-resized-crop 224 + flip + normalise\",\"batch\":{BATCH},\"runs\":[{}]}}",
-        bytes_total / IMAGES / 1024,
-        results.join(",")
-    );
     let _ = std::fs::remove_dir_all(&dir);
 }

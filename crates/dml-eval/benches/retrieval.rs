@@ -1,13 +1,17 @@
 //! Retrieval benchmark: Precision@1 and MAP@R of 60,000 × 128 embeddings (10 Gaussian classes, seeded)
 //! with query set = reference set and k = max_bin_count (about 6,000).
 //!
-//! Prints one JSON object: wall seconds of `evaluate`, peak RSS (VmHWM) in MB, the metric values and the
-//! search profile. Options (after `--`): `--threads N`, `--block N`, `--kernel auto|avx512|gemm`,
+//! Prints one measurement line (`dml_testkit::bench`, id `retrieval/<n>x<dim>_c<classes>`, plus
+//! `_cosine` / `_collapsed` where set): wall seconds of `evaluate`, peak RSS (VmHWM) in MB, the metric
+//! values and the search profile. `cargo xtask bench --peers` runs pytorch-metric-learning's
+//! `AccuracyCalculator` with faiss on the same sizes (`xtask/peers/retrieval.py`). Options (after `--`): `--threads N`, `--block N`, `--kernel auto|avx512|gemm`,
 //! `--n ROWS`, `--dim D`, `--classes C`, `--repeat R` (reports the fastest of R runs),
 //! `--distance euclidean|cosine`, `--clustering` (also computes NMI and AMI), `--collapsed` (every
 //! embedding identical, as from a collapsed model: the worst case, where every distance ties).
 //!
-//! Run: `CARGO_TARGET_DIR=/work/target-eval cargo bench -p dml-eval --bench retrieval`
+//! Run: `cargo bench -p dml-eval --bench retrieval`; the SOP-sized default is 60,000 × 128 in 10
+//! classes (k ≈ 6,000, the worst case for memory), and `-- --n 1000000 --classes 10000` is the
+//! million-image scale.
 
 use std::time::Instant;
 
@@ -115,16 +119,6 @@ fn dataset(n: usize, dim: usize, classes: usize) -> (Vec<f32>, Vec<u32>) {
     (data, labels)
 }
 
-/// Peak resident set size (VmHWM) in MB, or -1 when /proc is unavailable.
-fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(-1.0, |kb| kb / 1024.0)
-}
-
 fn main() {
     let args = parse_args();
     let (mut data, labels) = dataset(args.n, args.dim, args.classes);
@@ -159,8 +153,14 @@ fn main() {
     }
     let (secs, report) = best.expect("at least one run");
     let threads = args.threads.unwrap_or_else(rayon::current_num_threads);
-    let out = serde_json::json!({
-        "bench": "retrieval",
+    let mut id = format!("retrieval/{}x{}_c{}", args.n, args.dim, args.classes);
+    if args.distance == Distance::Cosine {
+        id.push_str("_cosine");
+    }
+    if args.collapsed {
+        id.push_str("_collapsed");
+    }
+    let details = serde_json::json!({
         "n": args.n,
         "dim": args.dim,
         "classes": args.classes,
@@ -168,8 +168,7 @@ fn main() {
         "distance": args.distance,
         "threads": threads,
         "k": report.k,
-        "seconds": (secs * 1000.0).round() / 1000.0,
-        "peak_rss_mb": peak_rss_mb().round(),
+        "peak_rss_mb": dml_testkit::bench::peak_rss_mb().map(f64::round),
         "precision_at_1": report.precision_at_1,
         "mean_average_precision_at_r": report.mean_average_precision_at_r,
         "evaluated_queries": report.evaluated_queries,
@@ -177,5 +176,5 @@ fn main() {
         "ami": report.ami,
         "profile": report.search,
     });
-    println!("{out}");
+    dml_testkit::bench::emit(&id, secs, "evaluation (P@1 + MAP@R)", details);
 }

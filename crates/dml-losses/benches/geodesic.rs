@@ -2,11 +2,12 @@
 //! complexity paragraph of Sec. III-B): the factor alone on the host, and forward + backward of
 //! each GML loss next to its baseline, on the flex CPU backend in f32.
 //!
-//! `cargo bench -p dml-losses --bench geodesic` prints one JSON object. Per batch shape
-//! (`N` embeddings of `D` dimensions, 8 per class: the default run's 40 × 64, the paper's
-//! N = 112 at 512, and 180 × 512 as the loss bench), it gives the median and minimum
-//! milliseconds of `geodesic_factor` and of each loss's step, and the ratio GML / baseline.
-//! `-- --iters 20` changes the timed iterations (default 50).
+//! `cargo bench -p dml-losses --bench geodesic` prints one measurement line (`dml_testkit::bench`)
+//! per timing. Per batch shape (`N` embeddings of `D` dimensions, 8 per class: the default run's
+//! 40 × 64, the paper's N = 112 at 512, and 180 × 512 as the loss bench), it gives the median
+//! seconds (and the minimum) of `geodesic_factor` (`geodesic/factor_<N>x<D>`) and of each loss's
+//! forward + backward (`geodesic/<loss>_<N>x<D>`, its baseline `…_baseline_<N>x<D>`, with the
+//! ratio GML / baseline). `-- --iters 20` changes the timed iterations (default 50).
 
 use std::time::Instant;
 
@@ -19,10 +20,15 @@ use serde_json::json;
 const PER_CLASS: usize = 8;
 const WARMUP: usize = 3;
 
-/// The median and the minimum of `times` (milliseconds).
-fn summary(mut times: Vec<f64>) -> serde_json::Value {
-    times.sort_by(f64::total_cmp);
-    json!({ "median_ms": times[times.len() / 2], "min_ms": times[0] })
+/// Prints `times` (seconds) as one measurement line: the median, with the minimum and `details`.
+fn emit(id: &str, mut times: Vec<f64>, details: serde_json::Value) -> f64 {
+    let median = dml_testkit::bench::median(&mut times);
+    let mut details = details;
+    details["min_seconds"] = json!(times[0]);
+    details["backend"] = json!("flex (CPU), f32, autodiff; the factor on the host in f64");
+    details["samples_per_class"] = json!(PER_CLASS);
+    dml_testkit::bench::emit(id, median, "forward + backward (the factor: one evaluation)", details);
+    median
 }
 
 /// Clustered embeddings `[n, d]` (a class centre plus noise) and their labels, `PER_CLASS` per
@@ -70,7 +76,7 @@ fn time_loss(loss_toml: &str, values: &[f32], labels: &[u32], d: usize, iters: u
         let grads = out.loss.backward();
         // Reading the gradient back makes sure all work has finished.
         let g = x.grad(&grads).expect("gradient").into_data();
-        let elapsed = start.elapsed().as_secs_f64() * 1e3;
+        let elapsed = start.elapsed().as_secs_f64();
         assert_eq!(g.num_elements(), n * d);
         if it >= WARMUP {
             times.push(elapsed);
@@ -100,7 +106,6 @@ fn main() {
         ),
         ("gml_ms", "name = \"gml_ms\"", "name = \"multi_similarity\"\nbase = 1.0"),
     ];
-    let mut results = Vec::new();
     for (n, d) in [(40, 64), (112, 512), (180, 512)] {
         let (values, labels) = batch(n, d, 0);
         let dist = normalised_distances(&values, n, d);
@@ -110,41 +115,25 @@ fn main() {
         for it in 0..WARMUP + iters {
             let start = Instant::now();
             let f = geodesic_factor(&config, &dist, &labels, it as u64).expect("[n, n] finite matrix");
-            let elapsed = start.elapsed().as_secs_f64() * 1e3;
+            let elapsed = start.elapsed().as_secs_f64();
             assert!(f.degeneracy.is_none(), "the bench batch must not be degenerate: {f:?}");
             dim = f.dim;
             if it >= WARMUP {
                 factor_times.push(elapsed);
             }
         }
-        let mut losses = serde_json::Map::new();
+        let shape = json!({ "n": n, "d": d, "iterations": iters });
+        let mut factor_details = shape.clone();
+        factor_details["chosen_k"] = json!(dim);
+        emit(&format!("geodesic/factor_{n}x{d}"), factor_times, factor_details);
         for (name, gml, baseline) in pairs {
             let g = time_loss(gml, &values, &labels, d, iters, &device);
             let b = time_loss(baseline, &values, &labels, d, iters, &device);
-            let ratio = {
-                let (mut g, mut b) = (g.clone(), b.clone());
-                g.sort_by(f64::total_cmp);
-                b.sort_by(f64::total_cmp);
-                g[g.len() / 2] / b[b.len() / 2]
-            };
-            losses.insert(
-                name.to_string(),
-                json!({ "gml": summary(g), "baseline": summary(b), "ratio": ratio }),
-            );
+            let b = emit(&format!("geodesic/{name}_baseline_{n}x{d}"), b, shape.clone());
+            let mut with_ratio = shape.clone();
+            let median_g = dml_testkit::bench::median(&mut g.clone());
+            with_ratio["ratio_to_baseline"] = json!(median_g / b);
+            emit(&format!("geodesic/{name}_{n}x{d}"), g, with_ratio);
         }
-        results.push(json!({
-            "n": n,
-            "d": d,
-            "chosen_k": dim,
-            "factor": summary(factor_times),
-            "losses": losses,
-        }));
     }
-    let report = json!({
-        "backend": "flex (CPU), f32, autodiff; the factor on the host in f64",
-        "samples_per_class": PER_CLASS,
-        "iterations": iters,
-        "results": results,
-    });
-    println!("{}", serde_json::to_string_pretty(&report).unwrap());
 }

@@ -1,9 +1,11 @@
 //! Forward + backward time of the four loss/miner pairs for a batch of N = 180
 //! embeddings of D = 512 (45 classes × 4 samples, f32) on the flex CPU backend.
 //!
-//! `cargo bench -p dml-losses --bench losses` prints one JSON object: per configuration the
-//! median and minimum milliseconds over the timed iterations, plus PML's reference time on
-//! this machine and the speed-up against it. `-- --only proxy_anchor` times one of them.
+//! `cargo bench -p dml-losses --bench losses` prints one measurement line per configuration
+//! (`dml_testkit::bench`, id `losses/<configuration>`): the median seconds of forward + backward
+//! over the timed iterations, with the minimum. `-- --only proxy_anchor` times one of them.
+//! `cargo xtask bench --peers` times the same configurations in pytorch-metric-learning
+//! (`xtask/peers/losses.py`) in the same run.
 
 use std::time::Instant;
 
@@ -26,25 +28,22 @@ fn main() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let values: Vec<f32> = (0..N * D).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect();
     let labels: Vec<u32> = (0..N as u32).map(|i| i / PER_CLASS as u32).collect();
-    let setups: [(&str, &str, Option<&str>, f64); 4] = [
-        ("proxy_anchor", "name = \"proxy_anchor\"", None, 1.4),
+    let setups: [(&str, &str, Option<&str>); 4] = [
+        ("proxy_anchor", "name = \"proxy_anchor\"", None),
         (
             "multi_similarity+miner",
             "name = \"multi_similarity\"",
             Some("name = \"multi_similarity\""),
-            4.8,
         ),
         (
             "margin+distance_weighted",
             "name = \"margin\"",
             Some("name = \"distance_weighted\""),
-            14.8,
         ),
         (
             "triplet_margin+semihard",
             "name = \"triplet_margin\"\nmargin = 0.2",
             Some("name = \"triplet_margin\"\ntype_of_triplets = \"semihard\""),
-            6.7,
         ),
     ];
     // `--only NAME` (e.g. `-- --only proxy_anchor`) times one configuration, for profiling.
@@ -54,8 +53,7 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .cloned();
-    let mut results = serde_json::Map::new();
-    for (name, loss_toml, miner_toml, pml_ms) in setups {
+    for (name, loss_toml, miner_toml) in setups {
         if only.as_ref().is_some_and(|o| o != name) {
             continue;
         }
@@ -73,34 +71,29 @@ fn main() {
             let grads = out.loss.backward();
             // Reading the gradient back makes sure all work has finished.
             let g = x.grad(&grads).expect("gradient").into_data();
-            let elapsed = start.elapsed().as_secs_f64() * 1e3;
+            let elapsed = start.elapsed().as_secs_f64();
             assert_eq!(g.num_elements(), N * D);
             tuples = out.tuples;
             if it >= WARMUP {
                 times.push(elapsed);
             }
         }
-        times.sort_by(f64::total_cmp);
-        let median = times[times.len() / 2];
-        results.insert(
-            name.to_string(),
+        let median = dml_testkit::bench::median(&mut times);
+        dml_testkit::bench::emit(
+            &format!("losses/{name}"),
+            median,
+            "forward + backward",
             json!({
-                "median_ms": median,
-                "min_ms": times[0],
-                "pml_ms": pml_ms,
-                "speedup_vs_pml": pml_ms / median,
+                "min_seconds": times[0],
+                "backend": "flex (CPU), f32, autodiff",
+                "n": N,
+                "d": D,
+                "samples_per_class": PER_CLASS,
+                "proxies": NUM_CLASSES,
+                "iterations": ITERS,
                 "tuples": tuples,
+                "threads": rayon::current_num_threads(),
             }),
         );
     }
-    let report = json!({
-        "backend": "flex (CPU), f32, autodiff",
-        "n": N,
-        "d": D,
-        "samples_per_class": PER_CLASS,
-        "proxies": NUM_CLASSES,
-        "iterations": ITERS,
-        "results": results,
-    });
-    println!("{}", serde_json::to_string_pretty(&report).unwrap());
 }

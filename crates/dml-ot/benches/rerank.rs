@@ -1,7 +1,11 @@
 //! Re-ranking cost per query: K = 100 candidates, G = 4 (16 locations), C = 256 channels, 1,000
-//! queries against a gallery of 3,000. One JSON object per line.
+//! queries against a gallery of 3,000. One measurement line (`dml_testkit::bench`) per line:
+//! `rerank/scores_single_thread` (seconds per query on one thread) and
+//! `rerank/evaluate_with_reranker` (seconds of the whole evaluation, queries in parallel).
 //!
-//! Run with `cargo bench -p dml-ot --bench rerank`. DIML's target is at most 5 ms per query.
+//! Run with `cargo bench -p dml-ot --bench rerank`. DIML's target is at most 5 ms per query;
+//! `cargo xtask bench --peers` times DIML's batched PyTorch re-ranking of the same problem
+//! (`xtask/peers/rerank.py`) in the same run.
 
 use std::time::Instant;
 
@@ -86,10 +90,13 @@ fn main() {
     for (q, c) in candidates.iter().enumerate() {
         checksum += reranker.scores(q, c).iter().map(|s| s.1).sum::<f64>();
     }
-    let single = t.elapsed().as_secs_f64() * 1e3 / measured as f64;
+    let single = t.elapsed().as_secs_f64() / measured as f64;
     assert!(checksum.is_finite());
-    println!(
-        "{{\"bench\":\"rerank\",\"what\":\"scores_single_thread\",\"depth\":{DEPTH},\"grid\":4,\"channels\":{CHANNELS},\"queries\":{measured},\"ms_per_query\":{single:.3}}}"
+    dml_testkit::bench::emit(
+        "rerank/scores_single_thread",
+        single,
+        "query (100 candidates)",
+        serde_json::json!({"depth": DEPTH, "grid": 4, "channels": CHANNELS, "queries": measured, "threads": 1}),
     );
 
     // Whole evaluation, queries in parallel, with and without the re-ranker.
@@ -107,13 +114,22 @@ fn main() {
     let reranked = evaluate_with_reranker(&sets, &config, &Eval(&reranker)).expect("evaluation");
     let rerank_ms = t.elapsed().as_secs_f64() * 1e3;
     let threads = rayon::current_num_threads();
-    println!(
-        "{{\"bench\":\"rerank\",\"what\":\"evaluate\",\"depth\":{DEPTH},\"grid\":4,\"channels\":{CHANNELS},\"queries\":{QUERIES},\"gallery\":{GALLERY},\"threads\":{threads},\"evaluate_ms\":{base_ms:.1},\"evaluate_with_reranker_ms\":{rerank_ms:.1},\"rerank_ms_per_query_wall\":{:.3},\"precision_at_1\":[{:.4},{:.4}],\"map_at_r\":[{:.4},{:.4}]}}",
-        (rerank_ms - base_ms) / QUERIES as f64,
-        base.precision_at_1.unwrap_or(f64::NAN),
-        reranked.precision_at_1.unwrap_or(f64::NAN),
-        base.mean_average_precision_at_r.unwrap_or(f64::NAN),
-        reranked.mean_average_precision_at_r.unwrap_or(f64::NAN),
+    dml_testkit::bench::emit(
+        "rerank/evaluate_with_reranker",
+        rerank_ms / 1e3,
+        "evaluation (1,000 queries)",
+        serde_json::json!({
+            "depth": DEPTH,
+            "grid": 4,
+            "channels": CHANNELS,
+            "queries": QUERIES,
+            "gallery": GALLERY,
+            "threads": threads,
+            "evaluate_seconds": base_ms / 1e3,
+            "rerank_ms_per_query_wall": (rerank_ms - base_ms) / QUERIES as f64,
+            "precision_at_1": [base.precision_at_1, reranked.precision_at_1],
+            "map_at_r": [base.mean_average_precision_at_r, reranked.mean_average_precision_at_r],
+        }),
     );
 }
 

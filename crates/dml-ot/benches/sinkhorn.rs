@@ -1,10 +1,12 @@
 //! Batched Sinkhorn timing: 1,000 pairs of 16 × 16 (DIML's G = 4), eps 0.05, exactly 50 iterations,
 //! forward and forward + backward, for every solver path: the host engine (plan and hand-written
 //! adjoint on the host, one autodiff node), the tensor engine in its stabilised and log-domain forms,
-//! the implicit gradient and the detached plan. One JSON object per line.
+//! the implicit gradient and the detached plan. One measurement line (`dml_testkit::bench`, id
+//! `sinkhorn/<path>/<pass>`, seconds per 1,000 pairs) per path and pass.
 //!
-//! Run with `cargo bench -p dml-ot --bench sinkhorn [-- --device flex|ndarray|wgpu]`. The PyTorch reference (DIML's kernel-space
-//! loop) takes 35.5 ms forward and 73 ms forward + backward for this workload.
+//! Run with `cargo bench -p dml-ot --bench sinkhorn [-- --device flex|ndarray|wgpu]`. `cargo xtask
+//! bench --peers` runs DIML's kernel-space loop in PyTorch and POT's log-domain solver on the same
+//! problems (`xtask/peers/sinkhorn.py`) in the same run.
 
 use std::time::Instant;
 
@@ -67,9 +69,15 @@ fn main() {
     let weights_values = Tensor::<3>::random([BATCH, N, N], Distribution::Uniform(-1.0, 1.0), &plain).into_data();
     let marginal = |device: &Device| Tensor::<2>::full([BATCH, N], 1.0 / N as f64, device);
     let threads = rayon::current_num_threads();
-    let emit = |path: &str, pass: &str, ms: f64| {
-        println!(
-            "{{\"bench\":\"sinkhorn\",\"path\":\"{path}\",\"pass\":\"{pass}\",\"batch\":{BATCH},\"n\":{N},\"m\":{N},\"eps\":0.05,\"iterations\":{ITERS},\"dtype\":\"f32\",\"device\":\"{device_name}\",\"threads\":{threads},\"median_ms\":{ms:.3}}}"
+    let emit = |path: &str, pass: &str, ms: f64, dtype: &str, device: &str| {
+        dml_testkit::bench::emit(
+            &format!("sinkhorn/{path}/{pass}"),
+            ms / 1e3,
+            "1,000 pairs",
+            serde_json::json!({
+                "batch": BATCH, "n": N, "m": N, "eps": 0.05, "iterations": ITERS,
+                "dtype": dtype, "device": device, "threads": threads,
+            }),
         );
     };
     let paths = [
@@ -102,7 +110,7 @@ fn main() {
             let out = s.forward(cost, marginal(&plain), marginal(&plain));
             let _ = out.plan.into_data();
         });
-        emit(path, "forward", forward);
+        emit(path, "forward", forward, "f32", &device_name);
         if gradient == PlanGradient::Detached {
             continue;
         }
@@ -114,7 +122,7 @@ fn main() {
             let grads = (out.plan * weights).sum().backward();
             let _ = cost.grad(&grads).expect("cost is tracked").into_data();
         });
-        emit(path, "forward_backward", both);
+        emit(path, "forward_backward", both, "f32", &device_name);
     }
     if device_name != "flex" {
         return;
@@ -129,7 +137,5 @@ fn main() {
             .expect("valid problem");
         assert_eq!(out.convergence.len(), BATCH);
     });
-    println!(
-        "{{\"bench\":\"sinkhorn\",\"path\":\"host_f64\",\"pass\":\"forward\",\"batch\":{BATCH},\"n\":{N},\"m\":{N},\"eps\":0.05,\"iterations\":{ITERS},\"dtype\":\"f64\",\"device\":\"host\",\"threads\":{threads},\"median_ms\":{host:.3}}}"
-    );
+    emit("host_f64", "forward", host, "f64", "host");
 }

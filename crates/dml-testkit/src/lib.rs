@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod readme;
 
 use std::collections::BTreeMap;

@@ -7,8 +7,8 @@
 //! inputs, batch 40, 8 per class) against the same with `[avsl] enabled = true` (three levels of
 //! `R` dimensions, top-`K` edges, Proxy-Anchor in distance form), same batch, same model.
 //! Retrieval: `d̂` of one query against `G` references with the host scorer (the cost of exact
-//! evaluation per pair, and of re-ranking per query and neighbour). Prints one JSON object per
-//! measurement.
+//! evaluation per pair, and of re-ranking per query and neighbour). Prints one measurement line
+//! (`dml_testkit::bench`) per measurement and the ratio of the two steps.
 
 mod common;
 
@@ -49,20 +49,24 @@ fn main() {
         let mut learner = Learner::new(&config, 5, &device).expect("learner");
         let seconds = common::seconds_per_step(&mut learner, images, &labels, steps, &device);
         per_step.push(seconds);
-        println!(
-            "{}",
+        dml_testkit::bench::emit(
+            if avsl {
+                "train/proxy_anchor_avsl_48px_b40"
+            } else {
+                "train/proxy_anchor_48px_b40"
+            },
+            seconds,
+            "training step",
             serde_json::json!({
-                "workload": if avsl { "proxy_anchor_avsl" } else { "proxy_anchor" },
                 "device": device_name,
                 "batch": batch,
                 "input": [3, side, side],
                 "avsl_dim": if avsl { dim } else { 0 },
                 "avsl_topk": if avsl { topk } else { 0 },
                 "steps": steps,
-                "seconds_per_step": seconds,
                 "images_per_second": batch as f64 / seconds,
                 "threads": threads,
-            })
+            }),
         );
     }
     println!(
@@ -111,18 +115,18 @@ fn main() {
         scorer.distances(&query, 0, &references, &rows, &mut out);
     }
     let per_pair = start.elapsed().as_secs_f64() / (repeats * rows.len()) as f64;
-    println!(
-        "{}",
+    dml_testkit::bench::emit(
+        "avsl/d_hat_per_pair",
+        per_pair,
+        "pair scored",
         serde_json::json!({
-            "workload": "d_hat_host_scorer",
             "levels": 3,
             "avsl_dim": dim,
             "avsl_topk": topk,
             "pairs": rows.len(),
-            "microseconds_per_pair": per_pair * 1e6,
             "rerank_100_ms_per_query": per_pair * 100.0 * 1e3,
             "checksum": out.iter().map(|&v| f64::from(v)).sum::<f64>(),
             "threads_used": 1,
-        })
+        }),
     );
 }

@@ -5,8 +5,8 @@
 //!
 //! The workload is the synthetic-set default's: the small CNN on 48² inputs, batch 40 (8 per
 //! class), the triplet-margin loss with its semihard miner; mining embeds `T` (default 16) mined
-//! triplets' soft-masked images, 3T more images forward and backward. Prints one JSON object per
-//! setting and their ratio.
+//! triplets' soft-masked images, 3T more images forward and backward. Prints one measurement line
+//! (`dml_testkit::bench`, seconds per training step) per setting and their ratio.
 
 mod common;
 
@@ -36,18 +36,22 @@ fn main() {
         let mut learner = Learner::new(&config, 5, &device).expect("learner");
         let seconds = common::seconds_per_step(&mut learner, images, &labels, steps, &device);
         per_step.push(seconds);
-        println!(
-            "{}",
+        dml_testkit::bench::emit(
+            if mining {
+                "train/triplet_similarity_mining_48px_b40"
+            } else {
+                "train/triplet_48px_b40"
+            },
+            seconds,
+            "training step",
             serde_json::json!({
-                "workload": if mining { "triplet_plus_similarity_mining" } else { "triplet" },
                 "device": device_name,
                 "batch": batch,
                 "input": [3, side, side],
                 "mined_tuples": if mining { tuples } else { 0 },
                 "steps": steps,
-                "seconds_per_step": seconds,
                 "threads": std::thread::available_parallelism().map_or(0, |n| n.get()),
-            })
+            }),
         );
     }
     println!(

@@ -4,7 +4,8 @@
 //!
 //! `cargo bench -p train --bench saliency -- [--device flex|wgpu] [--maps N] [--samples L]`
 //!
-//! Prints one JSON object: maps per second and images (noisy copies) per second.
+//! Prints one measurement line (`dml_testkit::bench`, seconds per map, with maps and noisy copies per
+//! second); `cargo xtask bench --peers` runs the same maps in PyTorch (`xtask/peers/saliency.py`).
 
 mod common;
 
@@ -42,16 +43,17 @@ fn main() {
         let _ = sg.map(MapOrder::Code).expect("map");
     }
     let seconds = start.elapsed().as_secs_f64();
-    println!(
-        "{}",
+    dml_testkit::bench::emit(
+        "saliency/smoothgrad_small_cnn_48px",
+        seconds / maps as f64,
+        "saliency map",
         serde_json::json!({
-            "workload": "smoothgrad_small_cnn_48px",
             "device": device_name,
             "samples_per_map": samples,
             "maps": maps,
             "maps_per_second": maps as f64 / seconds,
             "images_per_second": (maps * samples) as f64 / seconds,
             "threads": std::thread::available_parallelism().map_or(0, |n| n.get()),
-        })
+        }),
     );
 }

@@ -1,12 +1,13 @@
 //! Training throughput: forward + loss + backward + Adam update per batch, with the time
 //! split by phase (the device is synchronised between phases).
 //!
-//! `cargo bench -p train --bench throughput -- [--device flex|wgpu|ndarray] [--steps N] [--only small_cnn|resnet18]`
+//! `cargo bench -p train --bench throughput -- [--device flex|wgpu|ndarray|cuda] [--steps N] [--only small_cnn|resnet18|resnet50]`
 //!
-//! Two workloads, as in the issue: the small CNN (32-64-128-256, GAP, linear 128) on 28²
-//! inputs, batch 128 (PyTorch + PML on this machine: ~1,400 images/s with 2 threads),
-//! and ResNet-18 at 112², batch 32 (PyTorch: 0.46 s per step). The loss is the
-//! contrastive loss, cheap next to the networks. Prints one JSON object per workload.
+//! Three workloads: the small CNN (32-64-128-256, GAP, linear 128) on 28² inputs, batch 128;
+//! ResNet-18 at 112², batch 32; ResNet-50 (the papers' backbone) at 224², batch 16. The loss is
+//! the contrastive loss, cheap next to the networks. Prints one measurement line per workload
+//! (`dml_testkit::bench`, id `train/<workload>`, seconds per training step); `cargo xtask bench
+//! --peers` runs the same steps in PyTorch + pytorch-metric-learning (`xtask/peers/train.py`).
 
 mod common;
 
@@ -43,6 +44,13 @@ fn main() {
             batch: 32,
             dim: 128,
         },
+        Workload {
+            name: "resnet50_224px_b16",
+            backbone: "resnet50",
+            side: 224,
+            batch: 16,
+            dim: 128,
+        },
     ];
     let device = parse_device(&device_name).expect("device").autodiff();
     for w in workloads
@@ -73,19 +81,19 @@ fn main() {
             total.backward += t.backward / profiled as f64;
             total.update += t.update / profiled as f64;
         }
-        println!(
-            "{}",
+        dml_testkit::bench::emit(
+            &format!("train/{}", w.name),
+            per_step,
+            "training step",
             serde_json::json!({
-                "workload": w.name,
                 "device": device_name,
                 "batch": w.batch,
                 "input": [3, w.side, w.side],
                 "steps": steps,
-                "seconds_per_step": per_step,
                 "images_per_second": w.batch as f64 / per_step,
                 "profile_seconds": total,
                 "threads": std::thread::available_parallelism().map_or(0, |n| n.get()),
-            })
+            }),
         );
     }
 }
