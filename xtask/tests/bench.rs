@@ -67,6 +67,25 @@ fn a_real_bench_runs_each_repeat_into_one_report_and_table() {
         .collect();
     names.sort();
     assert_eq!(names, ["bench.json", "bench.md"]);
+    // `--from` summarises the report again without running anything: the same table.
+    let again = dir.join("again.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["bench", "--from"])
+        .arg(&out)
+        .arg("--out")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("building"));
+    assert_eq!(std::fs::read_to_string(dir.join("again.md")).unwrap(), table);
+    let err = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["bench", "--from"])
+        .arg(dir.join("bench.md"))
+        .output()
+        .unwrap();
+    assert!(!err.status.success());
+    assert!(String::from_utf8_lossy(&err.stderr).contains("bench.md is not a report"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

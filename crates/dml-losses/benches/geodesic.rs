@@ -20,14 +20,15 @@ use serde_json::json;
 const PER_CLASS: usize = 8;
 const WARMUP: usize = 3;
 
-/// Prints `times` (seconds) as one measurement line: the median, with the minimum and `details`.
-fn emit(id: &str, mut times: Vec<f64>, details: serde_json::Value) -> f64 {
+/// Prints `times` (seconds per `unit`) as one measurement line: the median, with the minimum and
+/// `details`.
+fn emit(id: &str, unit: &str, mut times: Vec<f64>, details: serde_json::Value) -> f64 {
     let median = dml_testkit::bench::median(&mut times);
     let mut details = details;
     details["min_seconds"] = json!(times[0]);
     details["backend"] = json!("flex (CPU), f32, autodiff; the factor on the host in f64");
     details["samples_per_class"] = json!(PER_CLASS);
-    dml_testkit::bench::emit(id, median, "forward + backward (the factor: one evaluation)", details);
+    dml_testkit::bench::emit(id, median, unit, details);
     median
 }
 
@@ -125,15 +126,25 @@ fn main() {
         let shape = json!({ "n": n, "d": d, "iterations": iters });
         let mut factor_details = shape.clone();
         factor_details["chosen_k"] = json!(dim);
-        emit(&format!("geodesic/factor_{n}x{d}"), factor_times, factor_details);
+        emit(
+            &format!("geodesic/factor_{n}x{d}"),
+            "factor evaluation",
+            factor_times,
+            factor_details,
+        );
         for (name, gml, baseline) in pairs {
             let g = time_loss(gml, &values, &labels, d, iters, &device);
             let b = time_loss(baseline, &values, &labels, d, iters, &device);
-            let b = emit(&format!("geodesic/{name}_baseline_{n}x{d}"), b, shape.clone());
+            let b = emit(
+                &format!("geodesic/{name}_baseline_{n}x{d}"),
+                "forward + backward",
+                b,
+                shape.clone(),
+            );
             let mut with_ratio = shape.clone();
             let median_g = dml_testkit::bench::median(&mut g.clone());
             with_ratio["ratio_to_baseline"] = json!(median_g / b);
-            emit(&format!("geodesic/{name}_{n}x{d}"), g, with_ratio);
+            emit(&format!("geodesic/{name}_{n}x{d}"), "forward + backward", g, with_ratio);
         }
     }
 }

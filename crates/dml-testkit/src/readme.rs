@@ -38,10 +38,11 @@ pub const SKIP_CARGO_TEST: Skip = Skip {
     reason: "the test suite itself, which this test is part of",
 };
 
-/// `cargo bench …` in the README: timing loops rather than examples of use; every README test
-/// skips them.
+/// `cargo bench …` and the timing forms of `cargo xtask bench` in the README: timing loops rather
+/// than examples of use (`--peers` also installs PyTorch with pip); every README test skips them.
+/// `cargo xtask bench --list` is not matched and runs.
 pub const SKIP_CARGO_BENCH: Skip = Skip {
-    pattern: "cargo bench*",
+    pattern: "cargo bench*|cargo xtask bench|cargo xtask bench --peers*|cargo xtask bench --only*|cargo xtask bench --device*|cargo xtask bench --repeats*",
     reason: "a benchmark: minutes of timing loops, not an example of use",
 };
 

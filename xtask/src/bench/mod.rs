@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use catalogue::Entry;
 use record::{Record, Side};
@@ -61,10 +61,15 @@ pub struct BenchArgs {
     /// List the benches and exit.
     #[arg(long)]
     pub list: bool,
+    /// Summarise the measurements of an earlier report again (after recording why a peer is
+    /// faster in `catalogue::EXPLAINED`, say) instead of running anything; writes `--out` and
+    /// its table.
+    #[arg(long, value_name = "REPORT")]
+    pub from: Option<PathBuf>,
 }
 
 /// A bench or peer run that failed; the others still run and are written.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
     /// The catalogue entry.
     pub entry: String,
@@ -76,19 +81,27 @@ pub struct Failure {
     pub message: String,
 }
 
-/// The JSON report.
-#[derive(Debug, Serialize)]
-struct Report<'a> {
+/// What a run measured and where: everything of the JSON report except the summary, which is
+/// always computed from `records` (so `--from` can summarise an earlier report again).
+#[derive(Debug, Serialize, Deserialize)]
+struct Run {
     date: String,
     machine: machine::Machine,
     command: String,
-    profile: &'a str,
-    device: Option<&'a str>,
+    profile: String,
+    device: Option<String>,
     repeats: usize,
     peers: bool,
-    summary: summary::Summary,
     failures: Vec<Failure>,
     records: Vec<Record>,
+}
+
+/// The JSON report: the run and its summary.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    #[serde(flatten)]
+    run: &'a Run,
+    summary: summary::Summary,
 }
 
 /// Runs `cargo xtask bench`.
@@ -103,6 +116,49 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    let run = match &args.from {
+        Some(path) => {
+            let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            serde_json::from_slice::<Run>(&text)
+                .with_context(|| format!("{} is not a report of `cargo xtask bench`", path.display()))?
+        }
+        None => measure_all(args)?,
+    };
+    let summary = summary::summarise(&run.records);
+    let context = format!(
+        "Measured {} on {}, `{}` (profile `{}`, {} repeat{}; each ratio is the peer's time over ours \
+         in the same repeat, median and range; above 1 ours is faster).",
+        run.date,
+        run.machine.line(),
+        run.command,
+        run.profile,
+        run.repeats,
+        if run.repeats == 1 { "" } else { "s" }
+    );
+    let table = summary::markdown(&summary, &context);
+    let json = serde_json::to_string_pretty(&Report { run: &run, summary }).expect("the report serialises");
+    let md_path = args.out.with_extension("md");
+    dml_data::write_atomic(&args.out, json.as_bytes())?;
+    dml_data::write_atomic(&md_path, table.as_bytes())?;
+    println!("\n{table}");
+    println!("wrote {} and {}", args.out.display(), md_path.display());
+    if !run.failures.is_empty() {
+        let list: Vec<String> = run
+            .failures
+            .iter()
+            .map(|f| format!("{} ({:?}, repeat {}): {}", f.entry, f.side, f.repeat + 1, f.message))
+            .collect();
+        bail!(
+            "{} run(s) failed; the others are in the report:\n{}",
+            run.failures.len(),
+            list.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// Builds and runs the selected benches (and peers) for every repeat.
+fn measure_all(args: &BenchArgs) -> anyhow::Result<Run> {
     if args.repeats == 0 {
         bail!("--repeats 0: at least one repeat is needed");
     }
@@ -178,49 +234,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let summary = summary::summarise(&records);
-    let machine = machine::Machine::describe();
-    let date = machine::today();
-    let command = format!("cargo xtask {}", std::env::args().skip(1).collect::<Vec<_>>().join(" "));
-    let context = format!(
-        "Measured {date} on {}, `{command}` (profile `{}`, {} repeat{}; each ratio is the peer's time \
-         over ours in the same repeat, median and range; above 1 ours is faster).",
-        machine.line(),
-        args.profile,
-        args.repeats,
-        if args.repeats == 1 { "" } else { "s" }
-    );
-    let table = summary::markdown(&summary, &context);
-    let report = Report {
-        date,
-        machine,
-        command,
-        profile: &args.profile,
-        device: args.device.as_deref(),
+    Ok(Run {
+        date: machine::today(),
+        machine: machine::Machine::describe(),
+        command: format!("cargo xtask {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
+        profile: args.profile.clone(),
+        device: args.device.clone(),
         repeats: args.repeats,
         peers: args.peers,
-        summary,
-        failures: failures.clone(),
+        failures,
         records,
-    };
-    let json = serde_json::to_string_pretty(&report).expect("the report serialises");
-    let md_path = args.out.with_extension("md");
-    dml_data::write_atomic(&args.out, json.as_bytes())?;
-    dml_data::write_atomic(&md_path, table.as_bytes())?;
-    println!("\n{table}");
-    println!("wrote {} and {}", args.out.display(), md_path.display());
-    if !failures.is_empty() {
-        let list: Vec<String> = failures
-            .iter()
-            .map(|f| format!("{} ({:?}, repeat {}): {}", f.entry, f.side, f.repeat + 1, f.message))
-            .collect();
-        bail!(
-            "{} run(s) failed; the others are in the report:\n{}",
-            failures.len(),
-            list.join("\n")
-        );
-    }
-    Ok(())
+    })
 }
 
 /// Runs one program and keeps its measurement lines, or records why it gave none.

@@ -4,11 +4,11 @@
 //! of work) and `unit`; a peer's line also names the measurement it mirrors in `ours` and the
 //! library in `peer`. Other keys are details, kept as printed.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Which program printed a measurement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     /// A bench of this workspace.
@@ -18,7 +18,7 @@ pub enum Side {
 }
 
 /// One measurement line of one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     /// Who printed it.
     pub side: Side,

@@ -200,13 +200,20 @@ pub fn markdown(summary: &Summary, context: &str) -> String {
                 };
                 let _ = write!(ratio, " [{mark}]");
             }
+            // Two peers of one measurement (POT per pair and batched, say) are told apart by
+            // the first part of their ids.
+            let shared = summary.comparisons.iter().filter(|o| o.ours == c.ours).count() > 1;
+            let peer = match c.peer_id.split('/').next() {
+                Some(tag) if shared => format!("{} (`{tag}`)", c.peer),
+                _ => c.peer.clone(),
+            };
             let _ = writeln!(
                 md,
                 "| `{}` | {} | {} | {} | {} | {} | {} |",
                 c.ours,
                 c.unit,
                 time_cell(&c.ours_seconds),
-                c.peer,
+                peer,
                 time_cell(&c.peer_seconds),
                 ratio,
                 memory_cell(&c.peak_rss_mb)
@@ -295,6 +302,18 @@ mod tests {
         assert!(md.contains("100 MB / 900 MB"), "{md}");
         assert!(md.contains("| `x/alone` | pair | 20.0 µs |"), "{md}");
         assert_eq!(s.unmatched, ["p/gone (mirrors x/renamed)"]);
+    }
+
+    #[test]
+    fn two_peers_of_one_measurement_are_told_apart() {
+        let records = run(
+            r#"{"id":"s/f64","seconds":0.01,"unit":"1,000 pairs"}"#,
+            "{\"id\":\"pot/s/f64\",\"ours\":\"s/f64\",\"peer\":\"POT\",\"seconds\":5,\"unit\":\"u\"}\n{\"id\":\"pot_batch/s/f64\",\"ours\":\"s/f64\",\"peer\":\"POT\",\"seconds\":0.3,\"unit\":\"u\"}",
+            0,
+        );
+        let md = markdown(&summarise(&records), "context");
+        assert!(md.contains("| POT (`pot`) | 5.00 s | 500.00 |"), "{md}");
+        assert!(md.contains("| POT (`pot_batch`) | 300 ms | 30.00 |"), "{md}");
     }
 
     #[test]
