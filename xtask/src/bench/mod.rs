@@ -189,8 +189,11 @@ fn measure_all(args: &BenchArgs) -> anyhow::Result<Run> {
             "cpu"
         }
     });
-    let mut records = Vec::new();
-    let mut failures = Vec::new();
+    let mut collected = Collector {
+        root: &root,
+        records: Vec::new(),
+        failures: Vec::new(),
+    };
     for repeat in 0..args.repeats {
         for entry in &entries {
             let exe = executables.get(entry.target).with_context(|| {
@@ -205,32 +208,14 @@ fn measure_all(args: &BenchArgs) -> anyhow::Result<Run> {
                 ours.args(["--device", d]);
             }
             let label = format!("[{}/{}] {}", repeat + 1, args.repeats, entry.name);
-            measure(
-                ours,
-                Side::Ours,
-                entry,
-                repeat,
-                &label,
-                &root,
-                &mut records,
-                &mut failures,
-            );
+            collected.measure(ours, Side::Ours, entry, repeat, &label);
             if let (Some(python), Some(peer)) = (&python, entry.peer) {
                 let mut command = Command::new(python);
                 command.arg(root.join("xtask/peers").join(peer.script)).args(peer.args);
                 if let (true, Some(d)) = (peer.takes_device, peer_device) {
                     command.args(["--device", d]);
                 }
-                measure(
-                    command,
-                    Side::Peer,
-                    entry,
-                    repeat,
-                    &label,
-                    &root,
-                    &mut records,
-                    &mut failures,
-                );
+                collected.measure(command, Side::Peer, entry, repeat, &label);
             }
         }
     }
@@ -242,68 +227,71 @@ fn measure_all(args: &BenchArgs) -> anyhow::Result<Run> {
         device: args.device.clone(),
         repeats: args.repeats,
         peers: args.peers,
-        failures,
-        records,
+        failures: collected.failures,
+        records: collected.records,
     })
 }
 
-/// Runs one program and keeps its measurement lines, or records why it gave none.
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    mut command: Command,
-    side: Side,
-    entry: &Entry,
-    repeat: usize,
-    label: &str,
-    root: &Path,
-    records: &mut Vec<Record>,
-    failures: &mut Vec<Failure>,
-) {
-    let who = match side {
-        Side::Ours => "ours",
-        Side::Peer => "peer",
-    };
-    eprint!("{label} {who} … ");
-    let start = Instant::now();
-    let fail = |message: String| Failure {
-        entry: entry.name.into(),
-        side,
-        repeat,
-        message,
-    };
-    let output = match command.current_dir(root).stdin(Stdio::null()).output() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("cannot start");
-            failures.push(fail(format!("cannot start {:?}: {e}", command.get_program())));
+/// The measurements and failures of a run, gathered as each program ends.
+struct Collector<'a> {
+    /// Where the programs run.
+    root: &'a Path,
+    records: Vec<Record>,
+    failures: Vec<Failure>,
+}
+
+impl Collector<'_> {
+    /// Runs one program and keeps its measurement lines, or records why it gave none.
+    fn measure(&mut self, mut command: Command, side: Side, entry: &Entry, repeat: usize, label: &str) {
+        let who = match side {
+            Side::Ours => "ours",
+            Side::Peer => "peer",
+        };
+        eprint!("{label} {who} … ");
+        let start = Instant::now();
+        let fail = |message: String| Failure {
+            entry: entry.name.into(),
+            side,
+            repeat,
+            message,
+        };
+        let output = match command.current_dir(self.root).stdin(Stdio::null()).output() {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("cannot start");
+                self.failures
+                    .push(fail(format!("cannot start {:?}: {e}", command.get_program())));
+                return;
+            }
+        };
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: String = {
+            let lines: Vec<&str> = stderr.lines().collect();
+            lines[lines.len().saturating_sub(15)..].join("\n")
+        };
+        if !output.status.success() {
+            eprintln!("failed ({})", output.status);
+            self.failures
+                .push(fail(format!("exited with {}:\n{tail}", output.status)));
             return;
         }
-    };
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let tail: String = {
-        let lines: Vec<&str> = stderr.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    };
-    if !output.status.success() {
-        eprintln!("failed ({})", output.status);
-        failures.push(fail(format!("exited with {}:\n{tail}", output.status)));
-        return;
-    }
-    match record::parse(&String::from_utf8_lossy(&output.stdout), side, entry.name, repeat) {
-        Ok(found) if found.is_empty() => {
-            eprintln!("no measurement");
-            failures.push(fail(format!("printed no measurement line:\n{tail}")));
-        }
-        Ok(found) => {
-            eprintln!("{:.0} s", start.elapsed().as_secs_f64());
-            for r in &found {
-                eprintln!("    {:<48} {}", r.id, summary::human_time(r.seconds));
+        match record::parse(&String::from_utf8_lossy(&output.stdout), side, entry.name, repeat) {
+            Ok(found) if found.is_empty() => {
+                eprintln!("no measurement");
+                self.failures
+                    .push(fail(format!("printed no measurement line:\n{tail}")));
             }
-            records.extend(found);
-        }
-        Err(e) => {
-            eprintln!("unreadable output");
-            failures.push(fail(format!("{e:#}")));
+            Ok(found) => {
+                eprintln!("{:.0} s", start.elapsed().as_secs_f64());
+                for r in &found {
+                    eprintln!("    {:<48} {}", r.id, summary::human_time(r.seconds));
+                }
+                self.records.extend(found);
+            }
+            Err(e) => {
+                eprintln!("unreadable output");
+                self.failures.push(fail(format!("{e:#}")));
+            }
         }
     }
 }
