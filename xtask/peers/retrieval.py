@@ -17,7 +17,9 @@ Memory: at its peak PML holds about 64 bytes per query–neighbour entry (faiss'
 indices, the neighbours' labels, MAP@R's relevance masks and running sums), so the default
 60,000 rows with k ≈ 6,000 need about 24 GB; where there is less, the kernel's out-of-memory
 killer ends the process and no line is printed (it did on the 23 GB machine this was written on;
-`--n 20000` needs about 3 GB).
+`--n 20000` needs about 3 GB). PML's label counting (`get_label_match_counts`) also compares
+every distinct label with every reference label in one boolean matrix, classes × n bytes: at
+1,000,000 rows in 188,679 classes that is 188 GB, and the allocation fails at once.
 
 Reported: the seconds of `get_accuracy`, the peak resident set of the whole process in MB
 (`ru_maxrss`, as ours reports its VmHWM, which includes the data in both), k, the two metric
