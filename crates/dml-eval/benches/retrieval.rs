@@ -9,9 +9,10 @@
 //! `--distance euclidean|cosine`, `--clustering` (also computes NMI and AMI), `--collapsed` (every
 //! embedding identical, as from a collapsed model: the worst case, where every distance ties).
 //!
-//! Run: `cargo bench -p dml-eval --bench retrieval`; the SOP-sized default is 60,000 × 128 in 10
-//! classes (k ≈ 6,000, the worst case for memory), and `-- --n 1000000 --classes 10000` is the
-//! million-image scale.
+//! Run: `cargo bench -p dml-eval --bench retrieval`. The default is 60,000 × 128 in 10 classes
+//! (k ≈ 6,000, the worst case for memory); `-- --n 60000 --classes 11316` has SOP's class
+//! structure and `-- --n 1000000 --classes 188679` the same density at a million images (the
+//! `retrieval`, `retrieval-c10` and `retrieval-1m` entries of `cargo xtask bench`).
 
 use std::time::Instant;
 
