@@ -36,8 +36,10 @@ pub struct ConvBnForward {
 pub struct ConvBnSaved {
     /// The convolution's output `Z` before normalisation, channel-major `[O, B·Ho·Wo]`.
     pub conv: Buffer,
-    /// The unfolded input `[C·kh·kw, B·Ho·Wo]`, kept for the weight gradient when it takes at
-    /// most [`KEEP_UNFOLDED_BYTES`] (larger ones are unfolded again in the backward pass).
+    /// The input as the convolution's products read it, kept for the weight gradient when it
+    /// takes at most [`KEEP_UNFOLDED_BYTES`] (larger ones are unfolded again in the backward
+    /// pass): unfolded, `[C·kh·kw, B·Ho·Wo]`, or for a 3 × 3 convolution of stride 1 its Winograd
+    /// transform `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]` (see [`crate::conv`]).
     pub unfolded: Option<Buffer>,
     /// `μ` `[O]`.
     pub mean: Vec<f32>,
@@ -113,8 +115,8 @@ pub fn conv_bn_train(
     let n = s.batch * hw;
     // Both buffers are fully written before they are read.
     let mut conv = Buffer::take(o * n);
-    let k = s.depth();
-    let mut unfolded = (k * n * 4 <= KEEP_UNFOLDED_BYTES).then(|| Buffer::take(k * n));
+    let len = s.unfolded_len();
+    let mut unfolded = (len * 4 <= KEEP_UNFOLDED_BYTES).then(|| Buffer::take(len));
     conv2d_channel_major(s, input, weight, &mut conv, unfolded.as_deref_mut());
     let count = n.max(1) as f64;
     let z = &conv;
@@ -173,12 +175,12 @@ pub fn conv_bn_train_backward(
         return Err(format!("convolution output of {} values for [{o}, {n}]", conv.len()));
     }
     if let Some(cols) = unfolded
-        && cols.len() != s.depth() * n
+        && cols.len() != s.unfolded_len()
     {
         return Err(format!(
-            "unfolded input of {} values for [{}, {n}]",
+            "unfolded input of {} values where {s:?} needs {}",
             cols.len(),
-            s.depth()
+            s.unfolded_len()
         ));
     }
     let count = n.max(1) as f64;

@@ -1,0 +1,690 @@
+//! 3 × 3 convolutions of stride 1 by Winograd's minimal filtering F(2 × 2, 3 × 3) (Lavin &
+//! Gray 2016, "Fast Algorithms for Convolutional Neural Networks", eq. 8 and its matrices).
+//!
+//! The output is cut into 2 × 2 tiles; tile `t` of image `b` reads the 4 × 4 input patch `d`
+//! at `(2·ty − top, 2·tx − left)` (zero outside the input) and is, per channel pair,
+//!
+//! `Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`,
+//!
+//! 16 products per tile where the direct convolution needs 36. Summed over the input channels,
+//! every one of the 16 transformed positions `e = (ξ, ν)` is one matrix product:
+//!
+//! * forward: `M_e [O, T] = U_e [O, C] · V_e [C, T]` with `U = G g Gᵀ` (the transformed
+//!   weight), `V = Bᵀ d B` (the transformed input) and `T = B·⌈Ho/2⌉·⌈Wo/2⌉` tiles, then
+//!   `Y = Aᵀ M A` per tile;
+//! * backward, as the exact adjoint of those steps (so the gradients are those of the computed
+//!   forward, not an approximation): `∂M = A ∂Y Aᵀ` per tile, `∂U_e = ∂M_e · V_eᵀ` and
+//!   `∂g = Gᵀ ∂U G`, `∂V_e = U_eᵀ · ∂M_e` and `∂d = B ∂V Bᵀ`, summed over the overlapping
+//!   patches.
+//!
+//! The three products of a training step shrink from `9·C·O` to `16·C·O` multiply-adds per
+//! four output positions: 2.25 times fewer. The transforms are additions only, vectorised along
+//! the tiles of a row: each padded input row is stored with its even columns first and its odd
+//! columns after, so that the stride-2 reads of the tiles become contiguous runs.
+//!
+//! Layouts: `U` `[O, 16, C]`, `V` `[C, 16, T]`, `M` `[16, O, T]`, `∂M` `[O, 16, T]`; the
+//! products read them through strided [`View`]s, so none is ever transposed.
+
+use rayon::prelude::*;
+
+use crate::conv::{Conv2dShape, with_scratch};
+use crate::sgemm::{self, View};
+use crate::shared::{SharedOut, filled_vec};
+
+/// Transformed values per tile, `(ξ, ν)` with `ξ, ν ∈ 0..4`.
+const TILE: usize = 16;
+
+/// Whether the convolution is one this module computes: 3 × 3 kernels of stride 1, any padding.
+pub(crate) fn applies(s: &Conv2dShape) -> bool {
+    s.kernel == [3, 3] && s.stride == [1, 1]
+}
+
+/// How the output of a convolution is cut into 2 × 2 tiles.
+#[derive(Clone, Copy, Debug)]
+struct Tiling {
+    /// `[Ho, Wo]`.
+    out: [usize; 2],
+    /// Tile rows and columns per image, `⌈Ho/2⌉` and `⌈Wo/2⌉`.
+    th: usize,
+    tw: usize,
+    /// Tiles of the batch, `T = B·th·tw`.
+    tiles: usize,
+    /// The padded input plane every tile reads from: `2·th + 2` rows of `2·tw + 2` columns,
+    /// stored as `tw + 1` even columns followed by `tw + 1` odd ones.
+    rows: usize,
+    half: usize,
+}
+
+impl Tiling {
+    fn new(s: &Conv2dShape) -> Self {
+        let out = s.output_size().expect("a checked convolution shape");
+        let (th, tw) = (out[0].div_ceil(2), out[1].div_ceil(2));
+        Self {
+            out,
+            th,
+            tw,
+            tiles: s.batch * th * tw,
+            rows: 2 * th + 2,
+            half: tw + 1,
+        }
+    }
+
+    /// Length of one padded row (both halves).
+    fn row_len(&self) -> usize {
+        2 * self.half
+    }
+}
+
+/// Writes `values`, the columns `offset..` of a row, into its de-interleaved form: column `p`
+/// to `even[p/2]` when `p` is even, else to `odd[p/2]`.
+fn deinterleave(values: &[f32], offset: usize, even: &mut [f32], odd: &mut [f32]) {
+    for (parity, half) in [(0, even), (1, odd)] {
+        // The first value whose column has this parity.
+        let first = (parity + 2 - offset % 2) % 2;
+        let targets = half.iter_mut().skip((offset + first) / 2);
+        for (d, &v) in targets.zip(values.iter().skip(first).step_by(2)) {
+            *d = v;
+        }
+    }
+}
+
+/// The inverse of [`deinterleave`]: `out[i]` is column `offset + i` of the row.
+fn interleave(even: &[f32], odd: &[f32], offset: usize, out: &mut [f32]) {
+    for (parity, half) in [(0, even), (1, odd)] {
+        let first = (parity + 2 - offset % 2) % 2;
+        let sources = half.iter().skip((offset + first) / 2);
+        for (d, &v) in out.iter_mut().skip(first).step_by(2).zip(sources) {
+            *d = v;
+        }
+    }
+}
+
+/// Length of the transformed input `V` `[C, 16, T]` that [`forward`] writes and [`backward`]
+/// reads.
+pub(crate) fn transformed_len(s: &Conv2dShape) -> usize {
+    s.channels * TILE * Tiling::new(s).tiles
+}
+
+/// `out[i] = f(a[i], b[i])` over the common length, written so that it vectorises.
+#[inline(always)]
+fn zip_into(out: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = f(x, y);
+    }
+}
+
+/// `out[i] = f(a[i], b[i], c[i])`.
+#[inline(always)]
+fn zip3_into(out: &mut [f32], a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) {
+    for (((o, &x), &y), &z) in out.iter_mut().zip(a).zip(b).zip(c) {
+        *o = f(x, y, z);
+    }
+}
+
+/// `V = Bᵀ d B` for every tile and input channel, into `v` `[C, 16, T]` (every entry written).
+///
+/// With `Bᵀ = [[1, 0, −1, 0], [0, 1, 1, 0], [0, −1, 1, 0], [0, 1, 0, −1]]`, a 4-vector `d`
+/// becomes `(d₀ − d₂, d₁ + d₂, d₂ − d₁, d₁ − d₃)`; applied to the patch's rows, then columns.
+fn transform_input(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &mut [f32]) {
+    let plane = s.height * s.width;
+    let (top, left) = (s.padding[0].0, s.padding[1].0);
+    let (tw, half, len) = (t.tw, t.half, t.row_len());
+    v.par_chunks_mut((TILE * t.tiles).max(1))
+        .enumerate()
+        .for_each(|(c, out)| {
+            let mut padded = vec![0.0f32; t.rows * len];
+            // The four row combinations of one tile row, each a de-interleaved row.
+            let mut rows = vec![0.0f32; 4 * len];
+            for b in 0..s.batch {
+                let src = &input[(b * s.channels + c) * plane..][..plane];
+                // Only the input's cells are rewritten from one image to the next; the padding
+                // stays zero.
+                for iy in 0..s.height {
+                    let (even, odd) = padded[(iy + top) * len..][..len].split_at_mut(half);
+                    deinterleave(&src[iy * s.width..][..s.width], left, even, odd);
+                }
+                for ty in 0..t.th {
+                    let r = |k: usize| &padded[(2 * ty + k) * len..][..len];
+                    let (t0, rest) = rows.split_at_mut(len);
+                    let (t1, rest) = rest.split_at_mut(len);
+                    let (t2, t3) = rest.split_at_mut(len);
+                    zip_into(t0, r(0), r(2), |a, b| a - b);
+                    zip_into(t1, r(1), r(2), |a, b| a + b);
+                    zip_into(t2, r(2), r(1), |a, b| a - b);
+                    zip_into(t3, r(1), r(3), |a, b| a - b);
+                    let start = (b * t.th + ty) * tw;
+                    for (xi, row) in [&*t0, &*t1, &*t2, &*t3].into_iter().enumerate() {
+                        let (even, odd) = row.split_at(half);
+                        let (e0, e1, o0, o1) = (&even[..tw], &even[1..], &odd[..tw], &odd[1..]);
+                        let mut put = |nu: usize, f: &dyn Fn(&mut [f32])| {
+                            f(&mut out[(xi * 4 + nu) * t.tiles + start..][..tw]);
+                        };
+                        put(0, &|o| zip_into(o, e0, e1, |a, b| a - b));
+                        put(1, &|o| zip_into(o, o0, e1, |a, b| a + b));
+                        put(2, &|o| zip_into(o, e1, o0, |a, b| a - b));
+                        put(3, &|o| zip_into(o, o0, o1, |a, b| a - b));
+                    }
+                }
+            }
+        });
+}
+
+/// `U = G g Gᵀ` for every output and input channel, `[O, 16, C]`, with
+/// `G = [[1, 0, 0], [½, ½, ½], [½, −½, ½], [0, 0, 1]]`: a 3-vector `g` becomes
+/// `(g₀, (g₀ + g₁ + g₂)/2, (g₀ − g₁ + g₂)/2, g₂)`. Each output channel's kernels are first laid
+/// out as 9 rows of `C`, so that the combinations run along the input channels.
+fn transform_weight(s: &Conv2dShape, weight: &[f32], u: &mut [f32]) {
+    let c = s.channels;
+    u[..s.out_channels * TILE * c]
+        .par_chunks_mut((TILE * c).max(1))
+        .enumerate()
+        .for_each(|(oi, out)| {
+            let mut g = vec![0.0f32; 9 * c];
+            for (ci, kernel) in weight[oi * c * 9..][..c * 9].chunks_exact(9).enumerate() {
+                for (k, &value) in kernel.iter().enumerate() {
+                    g[k * c + ci] = value;
+                }
+            }
+            // G along the kernel's rows: h[ξ][j] for j the kernel column, rows of C.
+            let mut h = vec![0.0f32; 12 * c];
+            for j in 0..3 {
+                let gk = |i: usize| &g[(3 * i + j) * c..][..c];
+                let at = |xi: usize| (3 * xi + j) * c;
+                h[at(0)..][..c].copy_from_slice(gk(0));
+                zip3_into(&mut h[at(1)..][..c], gk(0), gk(1), gk(2), |a, b, d| 0.5 * (a + b + d));
+                zip3_into(&mut h[at(2)..][..c], gk(0), gk(1), gk(2), |a, b, d| 0.5 * (a - b + d));
+                h[at(3)..][..c].copy_from_slice(gk(2));
+            }
+            // Then along its columns.
+            for xi in 0..4 {
+                let hj = |j: usize| &h[(3 * xi + j) * c..][..c];
+                let at = |nu: usize| (xi * 4 + nu) * c;
+                out[at(0)..][..c].copy_from_slice(hj(0));
+                zip3_into(&mut out[at(1)..][..c], hj(0), hj(1), hj(2), |a, b, d| 0.5 * (a + b + d));
+                zip3_into(&mut out[at(2)..][..c], hj(0), hj(1), hj(2), |a, b, d| 0.5 * (a - b + d));
+                out[at(3)..][..c].copy_from_slice(hj(2));
+            }
+        });
+}
+
+/// The 16 products `out_e [m, n] = a_e · b_e`, one per transformed position, each on one
+/// thread and the positions spread over the threads: a single position's product is often too
+/// small to split (64 × 64 × 6,272 in ResNet-18's first stage), 16 of them always balance.
+fn products<'a, 'b>(
+    out: &mut [f32],
+    [m, n, k]: [usize; 3],
+    a: impl Fn(usize) -> View<'a> + Sync,
+    b: impl Fn(usize) -> View<'b> + Sync,
+) {
+    out[..TILE * m * n]
+        .par_chunks_mut((m * n).max(1))
+        .enumerate()
+        .for_each(|(e, c)| sgemm::sgemm(c, [m, n, k], a(e), b(e), false, false));
+}
+
+/// `Y = Aᵀ M A` for every tile and output channel, written to `y` `[O, B·Ho·Wo]`, with
+/// `Aᵀ = [[1, 1, 1, 0], [0, 1, −1, −1]]`: a 4-vector `m` becomes `(m₀ + m₁ + m₂, m₁ − m₂ − m₃)`.
+/// Positions past the output's last row or column (odd `Ho` or `Wo`) are dropped.
+fn transform_output(t: &Tiling, batch: usize, m: &[f32], y: &mut [f32]) {
+    let [ho, wo] = t.out;
+    let n = batch * ho * wo;
+    // `M_e` is `[O, T]`; `y` holds `O` rows of `n`.
+    let (tw, per_e) = (t.tw, y.len() / n.max(1) * t.tiles);
+    y.par_chunks_mut(n.max(1)).enumerate().for_each(|(oi, out)| {
+        // Two rows (ξ combined) of four columns of one tile row, then the 2 × 2 results.
+        let mut q = vec![0.0f32; 8 * tw];
+        let mut r = vec![0.0f32; 4 * tw];
+        for b in 0..batch {
+            for ty in 0..t.th {
+                let start = (b * t.th + ty) * tw;
+                let me = |e: usize| &m[e * per_e + oi * t.tiles + start..][..tw];
+                for nu in 0..4 {
+                    let (q0, q1) = q.split_at_mut(4 * tw);
+                    zip3_into(&mut q0[nu * tw..][..tw], me(nu), me(4 + nu), me(8 + nu), |a, b, c| {
+                        a + b + c
+                    });
+                    zip3_into(
+                        &mut q1[nu * tw..][..tw],
+                        me(4 + nu),
+                        me(8 + nu),
+                        me(12 + nu),
+                        |a, b, c| a - b - c,
+                    );
+                }
+                for i in 0..2 {
+                    let qi = &q[i * 4 * tw..][..4 * tw];
+                    let col = |nu: usize| &qi[nu * tw..][..tw];
+                    let (r0, r1) = r[2 * i * tw..][..2 * tw].split_at_mut(tw);
+                    zip3_into(r0, col(0), col(1), col(2), |a, b, c| a + b + c);
+                    zip3_into(r1, col(1), col(2), col(3), |a, b, c| a - b - c);
+                }
+                for i in 0..2 {
+                    let row = 2 * ty + i;
+                    if row >= ho {
+                        break;
+                    }
+                    let line = &mut out[b * ho * wo + row * wo..][..wo];
+                    interleave(&r[2 * i * tw..][..tw], &r[(2 * i + 1) * tw..][..tw], 0, line);
+                }
+            }
+        }
+    });
+}
+
+/// The convolution of `input` `[B, C, H, W]` with `weight` `[O, C, 3, 3]`, channel-major into
+/// `y` `[O, B·Ho·Wo]` (every entry written); the transformed input is left in `v`
+/// ([`transformed_len`] values) for [`backward`].
+pub(crate) fn forward(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f32], v: &mut [f32]) {
+    let t = Tiling::new(s);
+    let (o, c) = (s.out_channels, s.channels);
+    transform_input(s, &t, input, v);
+    let v: &[f32] = v;
+    with_scratch(o * TILE * c, |u| {
+        transform_weight(s, weight, u);
+        let u: &[f32] = u;
+        with_scratch(TILE * o * t.tiles, |m| {
+            products(
+                m,
+                [o, t.tiles, c],
+                |e| View {
+                    data: &u[e * c..],
+                    rs: TILE * c,
+                    cs: 1,
+                },
+                |e| View {
+                    data: &v[e * t.tiles..],
+                    rs: TILE * t.tiles,
+                    cs: 1,
+                },
+            );
+            transform_output(&t, s.batch, m, &mut y[..o * s.batch * t.out[0] * t.out[1]]);
+        });
+    });
+}
+
+/// `∂M = A ∂Y Aᵀ` for every tile and output channel, `[O, 16, T]`, from `dy` `[O, B·Ho·Wo]`
+/// (the adjoint of [`transform_output`]: a 2-vector `g` becomes `(g₀, g₀ + g₁, g₀ − g₁, −g₁)`;
+/// the positions past the output's edge contribute nothing).
+fn transform_output_grad(t: &Tiling, batch: usize, dy: &[f32], dm: &mut [f32]) {
+    let [ho, wo] = t.out;
+    let n = batch * ho * wo;
+    let tw = t.tw;
+    dm.par_chunks_mut((TILE * t.tiles).max(1))
+        .enumerate()
+        .for_each(|(oi, out)| {
+            let row = &dy[oi * n..][..n];
+            // The tile row's gradient as [i][parity] runs of `tw`, then combined along ξ.
+            let mut g = vec![0.0f32; 4 * tw];
+            let mut r = vec![0.0f32; 8 * tw];
+            for b in 0..batch {
+                for ty in 0..t.th {
+                    for i in 0..2 {
+                        let y = 2 * ty + i;
+                        let (even, odd) = g[2 * i * tw..][..2 * tw].split_at_mut(tw);
+                        even.fill(0.0);
+                        odd.fill(0.0);
+                        if y < ho {
+                            deinterleave(&row[b * ho * wo + y * wo..][..wo], 0, even, odd);
+                        }
+                    }
+                    // r[ξ][parity] = Σ_i Aᵀ[i][ξ] g[i][parity].
+                    let gi = |i: usize, j: usize| &g[(2 * i + j) * tw..][..tw];
+                    for j in 0..2 {
+                        let (a, b) = (gi(0, j), gi(1, j));
+                        let at = |xi: usize| (2 * xi + j) * tw;
+                        r[at(0)..][..tw].copy_from_slice(a);
+                        zip_into(&mut r[at(1)..][..tw], a, b, |p, q| p + q);
+                        zip_into(&mut r[at(2)..][..tw], a, b, |p, q| p - q);
+                        r[at(3)..][..tw].iter_mut().zip(b).for_each(|(o, &q)| *o = -q);
+                    }
+                    let start = (b * t.th + ty) * tw;
+                    for xi in 0..4 {
+                        let (a, b) = (&r[2 * xi * tw..][..tw], &r[(2 * xi + 1) * tw..][..tw]);
+                        let at = |nu: usize| (xi * 4 + nu) * t.tiles + start;
+                        out[at(0)..][..tw].copy_from_slice(a);
+                        zip_into(&mut out[at(1)..][..tw], a, b, |p, q| p + q);
+                        zip_into(&mut out[at(2)..][..tw], a, b, |p, q| p - q);
+                        out[at(3)..][..tw].iter_mut().zip(b).for_each(|(o, &q)| *o = -q);
+                    }
+                }
+            }
+        });
+}
+
+/// `∂g = Gᵀ ∂U G` for every channel pair, from `du` `[16, O, C]` to `[O, C, 3, 3]` (the adjoint of
+/// [`transform_weight`]: a 4-vector `u` becomes `(u₀ + (u₁ + u₂)/2, (u₁ − u₂)/2, (u₁ + u₂)/2 + u₃)`),
+/// combined along the input channels and laid out as kernels at the end.
+fn transform_weight_grad(s: &Conv2dShape, du: &[f32]) -> Vec<f32> {
+    let (o, c) = (s.out_channels, s.channels);
+    let mut dw = vec![0.0f32; o * c * 9];
+    dw.par_chunks_mut((c * 9).max(1)).enumerate().for_each(|(oi, out)| {
+        let at = |xi: usize, nu: usize| &du[((xi * 4 + nu) * o + oi) * c..][..c];
+        let combine = |out: &mut [f32], u: [&[f32]; 4]| {
+            let (first, rest) = out.split_at_mut(c);
+            let (middle, last) = rest.split_at_mut(c);
+            zip3_into(first, u[0], u[1], u[2], |a, b, d| a + 0.5 * (b + d));
+            zip_into(middle, u[1], u[2], |b, d| 0.5 * (b - d));
+            zip3_into(&mut last[..c], u[1], u[2], u[3], |b, d, e| 0.5 * (b + d) + e);
+        };
+        // Along ν first: h[ξ][j], rows of C.
+        let mut h = vec![0.0f32; 12 * c];
+        for (xi, rows) in h.chunks_exact_mut(3 * c).enumerate() {
+            combine(rows, std::array::from_fn(|nu| at(xi, nu)));
+        }
+        // Then along ξ: g[i][j] at (3i + j), rows of C.
+        let mut g = vec![0.0f32; 9 * c];
+        let mut column = vec![0.0f32; 3 * c];
+        for j in 0..3 {
+            combine(&mut column, std::array::from_fn(|xi| &h[(3 * xi + j) * c..][..c]));
+            for i in 0..3 {
+                g[(3 * i + j) * c..][..c].copy_from_slice(&column[i * c..][..c]);
+            }
+        }
+        for (ci, kernel) in out.chunks_exact_mut(9).enumerate() {
+            for (k, value) in kernel.iter_mut().enumerate() {
+                *value = g[k * c + ci];
+            }
+        }
+    });
+    dw
+}
+
+/// `∂x = Σ_tiles B ∂V Bᵀ` placed at every tile's patch, from `dv` `[16, C, T]` to `[B, C, H, W]`
+/// (the adjoint of [`transform_input`]: a 4-vector `v` becomes
+/// `(v₀, v₁ − v₂ + v₃, v₁ + v₂ − v₀, −v₃)`, and the overlapping patches add up).
+fn transform_input_grad(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> Vec<f32> {
+    let plane = s.height * s.width;
+    let (top, left) = (s.padding[0].0, s.padding[1].0);
+    let (tw, half, len) = (t.tw, t.half, t.row_len());
+    let per_e = s.channels * t.tiles;
+    let total = s.batch * s.channels * plane;
+    let fill = |out: SharedOut| {
+        (0..s.channels).into_par_iter().for_each(|c| {
+            let mut padded = vec![0.0f32; t.rows * len];
+            let mut e = vec![0.0f32; 4 * 4 * tw];
+            let mut line = vec![0.0f32; s.width];
+            for b in 0..s.batch {
+                padded.fill(0.0);
+                for ty in 0..t.th {
+                    let start = (b * t.th + ty) * tw;
+                    let dve = |xi: usize, nu: usize| &dv[(xi * 4 + nu) * per_e + c * t.tiles + start..][..tw];
+                    // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
+                    for nu in 0..4 {
+                        let at = |k: usize| (k * 4 + nu) * tw;
+                        let (v0, v1, v2, v3) = (dve(0, nu), dve(1, nu), dve(2, nu), dve(3, nu));
+                        e[at(0)..][..tw].copy_from_slice(v0);
+                        zip3_into(&mut e[at(1)..][..tw], v1, v2, v3, |p, q, r| p - q + r);
+                        zip3_into(&mut e[at(2)..][..tw], v1, v2, v0, |p, q, r| p + q - r);
+                        e[at(3)..][..tw].iter_mut().zip(v3).for_each(|(o, &q)| *o = -q);
+                    }
+                    // Row k of the patch: its columns l = 0, 2 go to the padded row's even
+                    // half (columns 2·tx and 2·tx + 2), l = 1, 3 to its odd half.
+                    for k in 0..4 {
+                        let ek = |nu: usize| &e[(k * 4 + nu) * tw..][..tw];
+                        let (e0, e1, e2, e3) = (ek(0), ek(1), ek(2), ek(3));
+                        let row = &mut padded[(2 * ty + k) * len..][..len];
+                        let (even, odd) = row.split_at_mut(half);
+                        for (d, &p) in even[..tw].iter_mut().zip(e0) {
+                            *d += p;
+                        }
+                        for (d, ((&p, &q), &r)) in even[1..].iter_mut().zip(e1.iter().zip(e2).zip(e0)) {
+                            *d += p + q - r;
+                        }
+                        for (d, ((&p, &q), &r)) in odd[..tw].iter_mut().zip(e1.iter().zip(e2).zip(e3)) {
+                            *d += p - q + r;
+                        }
+                        for (d, &p) in odd[1..].iter_mut().zip(e3) {
+                            *d -= p;
+                        }
+                    }
+                }
+                for iy in 0..s.height {
+                    let (even, odd) = padded[(iy + top) * len..][..len].split_at(half);
+                    interleave(even, odd, left, &mut line);
+                    // SAFETY: this task alone writes channel c's planes.
+                    unsafe { out.write_run((b * s.channels + c) * plane + iy * s.width, line.iter().copied()) };
+                }
+            }
+        });
+    };
+    // SAFETY: every task writes exactly the planes of its channel, each value once (the loop
+    // over `iy` covers the whole plane).
+    let (dx, ()) = unsafe { filled_vec(total, fill) };
+    dx
+}
+
+/// The gradients of [`forward`] from `dy` `[O, B·Ho·Wo]`: `(∂input [B, C, H, W], ∂weight
+/// [O, C, 3, 3])`, each when asked for. `v` is the transformed input [`forward`] left, when it
+/// was kept (else the input is transformed again, if the weight gradient needs it).
+pub(crate) fn backward(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    v: Option<&[f32]>,
+    [want_input, want_weight]: [bool; 2],
+) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
+    let t = Tiling::new(s);
+    let (o, c, tiles) = (s.out_channels, s.channels, t.tiles);
+    with_scratch(o * TILE * tiles, |dm| {
+        transform_output_grad(&t, s.batch, dy, dm);
+        let dm: &[f32] = dm;
+        let dm_view = |e: usize| View {
+            data: &dm[e * tiles..],
+            rs: TILE * tiles,
+            cs: 1,
+        };
+        let weight_grad = want_weight.then(|| {
+            let from = |v: &[f32]| {
+                // ∂U_e [O, C] = ∂M_e [O, T] · V_eᵀ [T, C].
+                with_scratch(TILE * o * c, |du| {
+                    products(du, [o, c, tiles], dm_view, |e| View {
+                        data: &v[e * tiles..],
+                        rs: 1,
+                        cs: TILE * tiles,
+                    });
+                    transform_weight_grad(s, du)
+                })
+            };
+            match v {
+                Some(v) => from(v),
+                None => with_scratch(transformed_len(s), |v| {
+                    transform_input(s, &t, input, v);
+                    from(v)
+                }),
+            }
+        });
+        let input_grad = want_input.then(|| {
+            with_scratch(c * TILE * o, |ut| {
+                // The transformed weight of the transposed kernels, `[C, 16, O]`: `U_eᵀ` row-major,
+                // which the product reads in place (gathering it from `[O, 16, C]` column by
+                // column made this product 1.6 times slower than the forward one at 512 channels).
+                with_scratch(o * c * 9, |swapped| {
+                    swapped
+                        .par_chunks_mut((o * 9).max(1))
+                        .enumerate()
+                        .for_each(|(ci, row)| {
+                            for (oi, kernel) in row.chunks_exact_mut(9).enumerate() {
+                                kernel.copy_from_slice(&weight[(oi * c + ci) * 9..][..9]);
+                            }
+                        });
+                    let flipped = Conv2dShape {
+                        channels: o,
+                        out_channels: c,
+                        ..*s
+                    };
+                    transform_weight(&flipped, swapped, ut);
+                });
+                let ut: &[f32] = ut;
+                with_scratch(TILE * c * tiles, |dv| {
+                    // ∂V_e [C, T] = U_eᵀ [C, O] · ∂M_e [O, T].
+                    products(
+                        dv,
+                        [c, tiles, o],
+                        |e| View {
+                            data: &ut[e * o..],
+                            rs: TILE * o,
+                            cs: 1,
+                        },
+                        dm_view,
+                    );
+                    transform_input_grad(s, &t, dv)
+                })
+            })
+        });
+        (input_grad, weight_grad)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::tests::naive;
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        crate::shared::test_values(n, seed, 500.0, 400.0)
+    }
+
+    /// Every 3 × 3 stride-1 geometry from 1 × 1 to 6 × 7 inputs (odd and even output sizes, so
+    /// tiles that hang over the output's edge) with no, symmetric and one-sided padding.
+    fn geometries() -> Vec<Conv2dShape> {
+        let mut out = Vec::new();
+        for (height, width) in [(1, 1), (2, 3), (3, 3), (4, 5), (6, 7), (7, 4)] {
+            for padding in [[(0, 0), (0, 0)], [(1, 1), (1, 1)], [(2, 0), (0, 2)], [(2, 2), (1, 0)]] {
+                let s = Conv2dShape {
+                    batch: 2,
+                    channels: 3,
+                    height,
+                    width,
+                    out_channels: 5,
+                    kernel: [3, 3],
+                    stride: [1, 1],
+                    padding,
+                };
+                if s.output_size().is_ok() {
+                    out.push(s);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn only_three_by_three_kernels_of_stride_one_take_this_route() {
+        let s = geometries()[0];
+        assert!(applies(&s));
+        assert!(!applies(&Conv2dShape { stride: [2, 2], ..s }));
+        assert!(!applies(&Conv2dShape { kernel: [3, 2], ..s }));
+        assert!(!applies(&Conv2dShape { kernel: [1, 1], ..s }));
+        // ResNet-18's first stage at 112² (64 channels, 28 × 28, batch 32): the transformed input
+        // is 16/36 of the unfolded one, since each 2 × 2 tile keeps 16 values per channel where
+        // im2col keeps 4 · 9.
+        let stage = Conv2dShape {
+            batch: 32,
+            channels: 64,
+            height: 28,
+            width: 28,
+            out_channels: 64,
+            kernel: [3, 3],
+            stride: [1, 1],
+            padding: [(1, 1), (1, 1)],
+        };
+        assert_eq!(transformed_len(&stage), 64 * 16 * 32 * 14 * 14);
+        assert_eq!(stage.unfolded_len(), transformed_len(&stage));
+        assert_eq!(stage.depth() * 32 * 28 * 28 * 16, transformed_len(&stage) * 36);
+    }
+
+    #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
+    fn forward_matches_the_definition_of_the_convolution() {
+        assert!(sgemm::available(), "built for AVX-512F but running without it");
+        for s in geometries() {
+            let x = values(s.batch * s.channels * s.height * s.width, 1);
+            let w = values(s.out_channels * s.channels * 9, 2);
+            let want = naive(&s, &x, &w, None);
+            let (o, hw) = (s.out_channels, s.out_plane());
+            // Stale values in both buffers: every entry must be written.
+            let mut y = vec![f32::NAN; o * s.batch * hw];
+            let mut v = vec![f32::NAN; transformed_len(&s)];
+            forward(&s, &x, &w, &mut y, &mut v);
+            for b in 0..s.batch {
+                for oi in 0..o {
+                    for p in 0..hw {
+                        let (got, want) = (y[oi * s.batch * hw + b * hw + p], want[(b * o + oi) * hw + p]);
+                        assert!(
+                            (got as f64 - want).abs() < 1e-5 * (1.0 + want.abs()),
+                            "{s:?}: y[b {b}, o {oi}, {p}] {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
+    fn backward_is_the_adjoint_of_the_forward_with_or_without_the_kept_transform() {
+        // L = <g, conv(x, w)> is bilinear, so <∂L/∂x, δx> = L(x + δx) − L(x) exactly, and
+        // likewise for w; the reference L is the direct definition in f64.
+        for s in geometries() {
+            let (nx, nw) = (
+                s.batch * s.channels * s.height * s.width,
+                s.out_channels * s.channels * 9,
+            );
+            let (x, w) = (values(nx, 3), values(nw, 4));
+            let (o, hw) = (s.out_channels, s.out_plane());
+            let g = values(s.batch * o * hw, 5);
+            // g in the channel-major layout `backward` reads.
+            let mut dy = vec![0.0f32; g.len()];
+            for b in 0..s.batch {
+                for oi in 0..o {
+                    dy[oi * s.batch * hw + b * hw..][..hw].copy_from_slice(&g[(b * o + oi) * hw..][..hw]);
+                }
+            }
+            let mut y = vec![0.0f32; g.len()];
+            let mut v = vec![0.0f32; transformed_len(&s)];
+            forward(&s, &x, &w, &mut y, &mut v);
+            let (dx, dw) = backward(&s, &x, &w, &dy, Some(&v), [true, true]);
+            let (dx, dw) = (dx.unwrap(), dw.unwrap());
+            let (none_x, again) = backward(&s, &x, &w, &dy, None, [false, true]);
+            assert!(none_x.is_none());
+            assert_eq!(again.unwrap(), dw, "{s:?}: transformed again, the same weight gradient");
+            let loss = |x: &[f32], w: &[f32]| -> f64 {
+                naive(&s, x, w, None).iter().zip(&g).map(|(y, gg)| y * *gg as f64).sum()
+            };
+            let base = loss(&x, &w);
+            let shifted = |v: &[f32], d: &[f32]| -> Vec<f32> { v.iter().zip(d).map(|(a, b)| a + b).collect() };
+            let dot = |a: &[f32], b: &[f32]| -> f64 { a.iter().zip(b).map(|(p, q)| *p as f64 * *q as f64).sum() };
+            let (ddx, ddw) = (values(nx, 6), values(nw, 7));
+            for (what, change, predicted) in [
+                ("input", loss(&shifted(&x, &ddx), &w) - base, dot(&dx, &ddx)),
+                ("weight", loss(&x, &shifted(&w, &ddw)) - base, dot(&dw, &ddw)),
+            ] {
+                assert!(
+                    (change - predicted).abs() < 1e-4 * (1.0 + change.abs()),
+                    "{s:?} {what}: change {change} vs predicted {predicted}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rows_split_by_column_parity_and_back() {
+        for offset in 0..4 {
+            for width in 0usize..7 {
+                let values: Vec<f32> = (0..width).map(|i| i as f32 + 1.0).collect();
+                let half = (offset + width).div_ceil(2) + 1;
+                let (mut even, mut odd) = (vec![0.0; half], vec![0.0; half]);
+                deinterleave(&values, offset, &mut even, &mut odd);
+                for (i, &v) in values.iter().enumerate() {
+                    let p = offset + i;
+                    let got = if p % 2 == 0 { even[p / 2] } else { odd[p / 2] };
+                    assert_eq!(got, v, "offset {offset} width {width} column {p}");
+                }
+                let mut back = vec![0.0; width];
+                interleave(&even, &odd, offset, &mut back);
+                assert_eq!(back, values, "offset {offset} width {width}");
+            }
+        }
+    }
+}
