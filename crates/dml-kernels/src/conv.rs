@@ -242,7 +242,7 @@ fn col2im(s: &Conv2dShape, cols: &[f32]) -> Vec<f32> {
 
 /// The output positions `x0..x1` (of `out_len`) whose input position `x·stride + offset` lies
 /// inside `0..in_len`; the others read padding.
-fn valid_range(out_len: usize, stride: usize, offset: isize, in_len: usize) -> (usize, usize) {
+pub(crate) fn valid_range(out_len: usize, stride: usize, offset: isize, in_len: usize) -> (usize, usize) {
     let stride = stride as isize;
     // First x with x·stride + offset ≥ 0, and one past the last with x·stride + offset < in_len.
     let x0 = if offset >= 0 {
