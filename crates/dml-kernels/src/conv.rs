@@ -600,7 +600,22 @@ pub(crate) mod tests {
                 padding: [(0, 0), (0, 0)],
                 ..base
             },
+            // Wide enough for the Winograd route (asserted), with an odd output width.
+            Conv2dShape {
+                batch: 2,
+                channels: 96,
+                height: 6,
+                width: 5,
+                out_channels: 96,
+                ..base
+            },
         ]
+    }
+
+    #[test]
+    fn the_shapes_cover_both_routes() {
+        let routes: Vec<bool> = shapes().iter().map(winograd::applies).collect();
+        assert!(routes.contains(&true) && routes.contains(&false), "{routes:?}");
     }
 
     #[test]

@@ -464,7 +464,11 @@ mod tests {
             0.0, 6.0, 7.0, 1.0,
         ];
         let (y, idx) = max_pool2d(&s, &x).unwrap();
-        assert_eq!(idx, vec![0, 6, 9, 6], "first of the tied 3s, the NaN twice, first of the 6s");
+        assert_eq!(
+            idx,
+            vec![0, 6, 9, 6],
+            "first of the tied 3s, the NaN twice, first of the 6s"
+        );
         assert!(y[0] == 3.0 && y[1].is_nan() && y[2] == 6.0 && y[3].is_nan());
         let dx = max_pool2d_backward(&s, &idx, &[1.0, 2.0, 3.0, 4.0]).unwrap();
         let mut want = vec![0.0; 16];
