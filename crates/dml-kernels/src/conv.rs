@@ -14,12 +14,14 @@
 //! parallel over channels. 3 × 3 convolutions of stride 1 take another route with the same
 //! interface: Winograd's F(2 × 2, 3 × 3), with 2.25 times fewer multiply-adds (the private
 //! `winograd` module); there the "unfolded input" kept for the backward pass is the transformed
-//! input, `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]`.
+//! input, `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]`. The environment variable `DML_WINOGRAD=0` switches that
+//! route off ([`winograd_enabled`]).
 
 use rayon::prelude::*;
 
 use crate::sgemm::{self, View};
 use crate::winograd;
+pub use crate::winograd::{SWITCH as WINOGRAD_SWITCH, enabled as winograd_enabled};
 
 /// The geometry of one convolution: input `[batch, channels, height, width]`, weight
 /// `[out_channels, channels, kernel[0], kernel[1]]`, and per spatial axis the stride and the

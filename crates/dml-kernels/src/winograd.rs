@@ -45,7 +45,7 @@ const TILE: usize = 16;
 /// gains (64 channels at 28², 512 at 4²: the step went from 0.69 to 0.60 s), while the small
 /// CNN's 64 → 128 at 7² (`r` = 1.72) and 128 → 256 at 3² (`r` = 1.27) lost, by 3 % of its step.
 pub(crate) fn applies(s: &Conv2dShape) -> bool {
-    if s.kernel != [3, 3] || s.stride != [1, 1] {
+    if s.kernel != [3, 3] || s.stride != [1, 1] || !enabled() {
         return false;
     }
     let Ok([ho, wo]) = s.output_size() else {
@@ -57,6 +57,35 @@ pub(crate) fn applies(s: &Conv2dShape) -> bool {
     let covered = 4 * ho.div_ceil(2) * wo.div_ceil(2);
     let reduction = 2.25 * (ho * wo) as f64 / covered as f64;
     s.channels.min(s.out_channels) as f64 * (1.0 - 1.0 / reduction) >= 32.0
+}
+
+/// The environment variable that switches the Winograd route off (`0`, `false`, `off`) for
+/// results computed the direct way, e.g. to compare with another library bit for bit closer.
+pub const SWITCH: &str = "DML_WINOGRAD";
+
+/// Whether wide 3 × 3 stride-1 convolutions take the Winograd route: yes unless [`SWITCH`] says
+/// otherwise when the first convolution runs. It is read once, so that a forward pass and its
+/// backward pass always agree on the route (the kept transform means nothing to the other one).
+/// A value that is none of `0`/`1`, `false`/`true`, `off`/`on` keeps the default and is
+/// reported on standard error, naming the variable.
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        let value = std::env::var(SWITCH).ok();
+        parse_switch(value.as_deref()).unwrap_or_else(|message| {
+            eprintln!("warning: {message}; the Winograd convolutions stay on");
+            true
+        })
+    })
+}
+
+/// [`SWITCH`]'s value as a setting: unset is on.
+fn parse_switch(value: Option<&str>) -> Result<bool, String> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("1" | "true" | "on") => Ok(true),
+        Some("0" | "false" | "off") => Ok(false),
+        Some(other) => Err(format!("{SWITCH}={other:?} is not one of 0, 1, false, true, off, on")),
+    }
 }
 
 /// How the output of a convolution is cut into 2 × 2 tiles.
@@ -587,6 +616,22 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn the_switch_reads_the_usual_spellings_and_names_itself_otherwise() {
+        for (value, want) in [
+            (None, true),
+            (Some("1"), true),
+            (Some(" On "), true),
+            (Some("0"), false),
+            (Some("false"), false),
+            (Some("OFF"), false),
+        ] {
+            assert_eq!(parse_switch(value), Ok(want), "{value:?}");
+        }
+        let error = parse_switch(Some("no")).unwrap_err();
+        assert!(error.contains("DML_WINOGRAD") && error.contains("\"no\""), "{error}");
     }
 
     #[test]

@@ -183,11 +183,11 @@ pub const EXPLAINED: &[(&str, &str)] = &[
 ];
 
 /// Why PyTorch trains convolutional networks faster on the CPU.
-const CONVOLUTIONS: &str = "Our convolutions are an im2col unfolding and our AVX-512 product, which \
-    runs at PyTorch's speed on these shapes (about 130 GMAC/s on two cores, against PyTorch's \
-    ~118 GMAC/s for a whole ResNet-18 step); the unfolding, the packing of the unfolded input, the \
-    batch-norm and ReLU passes and the NCHW reorders around the product cost about 0.3 s of a \
-    ResNet-18 step that oneDNN's direct convolutions on blocked layouts do not pay (README, \
+const CONVOLUTIONS: &str = "Our convolutions run on our AVX-512 product: Winograd F(2×2, 3×3) for \
+    the wide 3 × 3 stride-1 layers (2.25 times fewer multiply-adds), im2col for the others. The \
+    products run at about PyTorch's speed, but the Winograd transforms, the unfolding and packing, \
+    the batch-norm, ReLU and pooling passes and the reorders between them cost about 0.25 s of a \
+    ResNet-18 step, passes that oneDNN's direct convolutions on blocked layouts fuse away (README, \
     \"Where the CPU time goes\").";
 
 /// The entries `only` selects: every default entry when it is empty, else each entry whose name
