@@ -57,15 +57,23 @@ fn closed_form_alpha_equals_autodiff_for_every_head() {
     for pooling in [Pooling::Avg, Pooling::Max, Pooling::AvgMax] {
         for normalize in [true, false] {
             for kind in [TupleKind::Triplet, TupleKind::SiameseSame, TupleKind::Quadruplet] {
-                let m = model(small.clone(), pooling, normalize, &device);
-                let x = images(kind.size(), 24, &device);
-                let auto = similarity_attention(&m, x.clone(), kind, "stage4", AlphaMethod::Autodiff).unwrap();
-                let closed = similarity_attention(&m, x, kind, "stage4", AlphaMethod::ClosedForm).unwrap();
                 let what = format!("{pooling:?} normalize={normalize} {kind:?}");
-                assert!(
-                    values(auto.alpha.clone()).iter().any(|a| a.abs() > 1e-6),
-                    "{what}: alpha is all zero"
-                );
+                // A randomly initialised 4-8-8-16 network sometimes yields a tuple whose α is
+                // exactly zero (measured: in 4 runs of 60, always an average-pooled quadruplet,
+                // whose weight vector is a product of three embedding gaps). A comparison of
+                // zeros would check nothing, so such a draw is replaced by a fresh model and
+                // fresh images.
+                let draw = || {
+                    let m = model(small.clone(), pooling, normalize, &device);
+                    let x = images(kind.size(), 24, &device);
+                    let auto = similarity_attention(&m, x.clone(), kind, "stage4", AlphaMethod::Autodiff).unwrap();
+                    (m, x, auto)
+                };
+                let (m, x, auto) = (0..5)
+                    .map(|_| draw())
+                    .find(|(_, _, auto)| values(auto.alpha.clone()).iter().any(|a| a.abs() > 1e-6))
+                    .unwrap_or_else(|| panic!("{what}: alpha is all zero for 5 random models in a row"));
+                let closed = similarity_attention(&m, x, kind, "stage4", AlphaMethod::ClosedForm).unwrap();
                 assert_close(&values(closed.alpha), &values(auto.alpha), &format!("{what} alpha"));
                 assert_close(&values(closed.maps), &values(auto.maps), &format!("{what} maps"));
             }
