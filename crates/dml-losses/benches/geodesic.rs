@@ -21,10 +21,17 @@ const PER_CLASS: usize = 8;
 const WARMUP: usize = 3;
 
 /// Prints `times` (seconds per `unit`) as one measurement line: the median, with the minimum and
-/// `details`.
-fn emit(id: &str, unit: &str, mut times: Vec<f64>, details: serde_json::Value) -> f64 {
+/// `details`, to which `extra` adds what depends on the median.
+fn emit(
+    id: &str,
+    unit: &str,
+    mut times: Vec<f64>,
+    details: serde_json::Value,
+    extra: impl FnOnce(f64, &mut serde_json::Value),
+) -> f64 {
     let median = dml_testkit::bench::median(&mut times);
     let mut details = details;
+    extra(median, &mut details);
     details["min_seconds"] = json!(times[0]);
     details["backend"] = json!("flex (CPU), f32, autodiff; the factor on the host in f64");
     details["samples_per_class"] = json!(PER_CLASS);
@@ -131,6 +138,7 @@ fn main() {
             "factor evaluation",
             factor_times,
             factor_details,
+            |_, _| {},
         );
         for (name, gml, baseline) in pairs {
             let g = time_loss(gml, &values, &labels, d, iters, &device);
@@ -140,11 +148,17 @@ fn main() {
                 "forward + backward",
                 b,
                 shape.clone(),
+                |_, _| {},
             );
-            let mut with_ratio = shape.clone();
-            let median_g = dml_testkit::bench::median(&mut g.clone());
-            with_ratio["ratio_to_baseline"] = json!(median_g / b);
-            emit(&format!("geodesic/{name}_{n}x{d}"), "forward + backward", g, with_ratio);
+            emit(
+                &format!("geodesic/{name}_{n}x{d}"),
+                "forward + backward",
+                g,
+                shape.clone(),
+                |median, details| {
+                    details["ratio_to_baseline"] = json!(median / b);
+                },
+            );
         }
     }
 }

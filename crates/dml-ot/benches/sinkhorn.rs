@@ -42,8 +42,7 @@ fn median_ms(mut f: impl FnMut()) -> f64 {
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    times.sort_by(f64::total_cmp);
-    times[REPEATS / 2]
+    dml_testkit::bench::median(&mut times)
 }
 
 fn main() {

@@ -45,12 +45,18 @@ pub fn line(id: &str, seconds: f64, unit: &str, details: Value) -> String {
     Value::Object(object).to_string()
 }
 
-/// The median of `samples` (the upper one of the two middle values for an even count), after
-/// sorting them; panics on an empty slice.
+/// The median of `samples` (the mean of the two middle values for an even count), after
+/// sorting them in place, so that `samples[0]` is then the minimum; panics on an empty slice.
+/// Every bench and `cargo xtask bench`'s summary use this one convention.
 pub fn median(samples: &mut [f64]) -> f64 {
     assert!(!samples.is_empty(), "median of no samples");
     samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    let n = samples.len();
+    if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2.0
+    }
 }
 
 /// Peak resident set size of this process (`VmHWM` of `/proc/self/status`) in MB, or `None`
@@ -94,6 +100,6 @@ mod tests {
     #[test]
     fn median_of_odd_and_even_counts() {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
     }
 }

@@ -110,13 +110,8 @@ impl Spread {
             return None;
         }
         let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
+        let median = dml_testkit::bench::median(&mut sorted);
         let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
         Some(Self {
             median,
             min: sorted[0],
