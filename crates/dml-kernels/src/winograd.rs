@@ -17,13 +17,17 @@
 //!   `∂g = Gᵀ ∂U G`, `∂V_e = U_eᵀ · ∂M_e` and `∂d = B ∂V Bᵀ`, summed over the overlapping
 //!   patches.
 //!
-//! The three products of a training step shrink from `9·C·O` to `16·C·O` multiply-adds per
-//! four output positions: 2.25 times fewer. The transforms are additions only, vectorised along
+//! The three products of a training step shrink from `36·C·O` to `16·C·O` multiply-adds per
+//! 2 × 2 tile: 2.25 times fewer (less where tiles hang over an odd output edge). [`applies`]
+//! takes the route only where that saving pays for the transforms, and [`SWITCH`] turns it
+//! off. The transforms are additions only, vectorised along
 //! the tiles of a row: each padded input row is stored with its even columns first and its odd
 //! columns after, so that the stride-2 reads of the tiles become contiguous runs.
 //!
-//! Layouts: `U` `[O, 16, C]`, `V` `[C, 16, T]`, `M` `[16, O, T]`, `∂M` `[O, 16, T]`; the
-//! products read them through strided [`View`]s, so none is ever transposed.
+//! Layouts: `U` `[O, 16, C]` (and, for the input gradient, the transform of the transposed
+//! kernels `[C, 16, O]`), `V` `[C, 16, T]`, `M` `[16, O, T]`, `∂M` `[O, 16, T]`, `∂U` `[16, O, C]`,
+//! `∂V` `[16, C, T]`; the products read them through strided [`View`]s, and only the weight
+//! gradient's `V_eᵀ` is packed transposed.
 
 use rayon::prelude::*;
 
