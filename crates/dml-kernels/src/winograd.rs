@@ -209,13 +209,12 @@ fn transform_input(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &mut [f32]) {
                     for (xi, row) in [&*t0, &*t1, &*t2, &*t3].into_iter().enumerate() {
                         let (even, odd) = row.split_at(half);
                         let (e0, e1, o0, o1) = (&even[..tw], &even[1..], &odd[..tw], &odd[1..]);
-                        let mut put = |nu: usize, f: &dyn Fn(&mut [f32])| {
-                            f(&mut out[(xi * 4 + nu) * t.tiles + start..][..tw]);
-                        };
-                        put(0, &|o| zip_into(o, e0, e1, |a, b| a - b));
-                        put(1, &|o| zip_into(o, o0, e1, |a, b| a + b));
-                        put(2, &|o| zip_into(o, e1, o0, |a, b| a - b));
-                        put(3, &|o| zip_into(o, o0, o1, |a, b| a - b));
+                        // Column p of the patch is even[tx + p/2] or odd[tx + p/2].
+                        let at = |nu: usize| (xi * 4 + nu) * t.tiles + start;
+                        zip_into(&mut out[at(0)..][..tw], e0, e1, |a, b| a - b);
+                        zip_into(&mut out[at(1)..][..tw], o0, e1, |a, b| a + b);
+                        zip_into(&mut out[at(2)..][..tw], e1, o0, |a, b| a - b);
+                        zip_into(&mut out[at(3)..][..tw], o0, o1, |a, b| a - b);
                     }
                 }
             }
