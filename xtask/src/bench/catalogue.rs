@@ -138,7 +138,7 @@ pub const ENTRIES: &[Entry] = &[
         takes_device: true,
         peer: None,
         default: true,
-        what: "a triplet step with and without similarity mining (no peer implementation)",
+        what: "a triplet step with and without similarity mining",
     },
     Entry {
         name: "avsl",
@@ -147,7 +147,7 @@ pub const ENTRIES: &[Entry] = &[
         takes_device: true,
         peer: None,
         default: true,
-        what: "a Proxy-Anchor step with and without AVSL; d̂ per pair (no peer implementation)",
+        what: "a Proxy-Anchor step with and without AVSL; d̂ per pair",
     },
     Entry {
         name: "geodesic",
@@ -156,7 +156,16 @@ pub const ENTRIES: &[Entry] = &[
         takes_device: false,
         peer: None,
         default: true,
-        what: "PPGML's geodesic factor and the GML losses next to their baselines (no peer)",
+        what: "PPGML's geodesic factor and the GML losses next to their baselines",
+    },
+    Entry {
+        name: "conv",
+        target: "conv",
+        args: &[],
+        takes_device: false,
+        peer: None,
+        default: true,
+        what: "the conv-BN-ReLU block on ResNet-18's 3 × 3 layers, Winograd and direct routes",
     },
 ];
 
