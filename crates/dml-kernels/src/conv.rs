@@ -263,22 +263,36 @@ pub(crate) fn swap_leading(values: &[f32], p: usize, q: usize, r: usize) -> Vec<
     let mut out = Vec::with_capacity(values.len());
     // The new vector is written straight into its spare capacity: zeroing it first would be a
     // full extra pass over every activation.
-    out.spare_capacity_mut()[..values.len()]
-        .par_chunks_mut((p * r).max(1))
-        .enumerate()
-        .for_each(|(qi, dst)| {
-            for pi in 0..p {
-                // An element loop rather than `write_copy_of_slice`: the runs are short (one
-                // feature map, 9 to a few thousand values) and a `memcpy` call per run cost
-                // about a tenth of a small-CNN training step.
-                for (d, &v) in dst[pi * r..][..r].iter_mut().zip(&values[(pi * q + qi) * r..][..r]) {
-                    d.write(v);
-                }
-            }
-        });
-    // SAFETY: the chunks cover all `q · p · r = values.len()` slots and every one was written.
+    write_swapped(values, [p, q, r], &mut out.spare_capacity_mut()[..values.len()]);
+    // SAFETY: `write_swapped` wrote all `q · p · r = values.len()` slots.
     unsafe { out.set_len(values.len()) };
     out
+}
+
+/// [`swap_leading`] into `out` (`values.len()` values, every one written): for a work buffer
+/// kept between calls, where a fresh vector would cost its page faults (5 ms of the input
+/// gradient of a 512-channel Winograd layer, whose transposed kernels are 9 MB).
+pub(crate) fn swap_leading_into(values: &[f32], p: usize, q: usize, r: usize, out: &mut [f32]) {
+    let out = &mut out[..values.len()];
+    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and only initialised values are written
+    // through the reborrow, so `out` holds valid `f32`s afterwards.
+    let slots = unsafe { &mut *(out as *mut [f32] as *mut [std::mem::MaybeUninit<f32>]) };
+    write_swapped(values, [p, q, r], slots);
+}
+
+/// Writes `[p, q, r] → [q, p, r]` into every slot of `out`, in parallel over `q`.
+fn write_swapped(values: &[f32], [p, q, r]: [usize; 3], out: &mut [std::mem::MaybeUninit<f32>]) {
+    debug_assert_eq!(out.len(), p * q * r);
+    out.par_chunks_mut((p * r).max(1)).enumerate().for_each(|(qi, dst)| {
+        for pi in 0..p {
+            // An element loop rather than `write_copy_of_slice`: the runs are short (one
+            // feature map, 9 to a few thousand values) and a `memcpy` call per run cost
+            // about a tenth of a small-CNN training step.
+            for (d, &v) in dst[pi * r..][..r].iter_mut().zip(&values[(pi * q + qi) * r..][..r]) {
+                d.write(v);
+            }
+        }
+    });
 }
 
 thread_local! {
@@ -479,19 +493,22 @@ pub(crate) fn backward_channel_major(
         // Wᵀ [K, O] is laid out row-major first, so that the product reads it in place: read
         // as a transposed view it is gathered one value at a time, which made this product up to
         // 1.6 times slower than the forward one.
-        let weight_t = swap_leading(&weight[..o * k], o, k, 1);
-        with_scratch(k * n, |dcols| {
-            product(
-                dcols,
-                [k, n, o],
-                View {
-                    data: &weight_t,
-                    rs: o,
-                    cs: 1,
-                },
-                dy_view,
-            );
-            col2im(s, dcols)
+        with_scratch(o * k, |weight_t| {
+            swap_leading_into(&weight[..o * k], o, k, 1, weight_t);
+            let weight_t: &[f32] = weight_t;
+            with_scratch(k * n, |dcols| {
+                product(
+                    dcols,
+                    [k, n, o],
+                    View {
+                        data: weight_t,
+                        rs: o,
+                        cs: 1,
+                    },
+                    dy_view,
+                );
+                col2im(s, dcols)
+            })
         })
     });
     Conv2dGrads {

@@ -31,7 +31,7 @@
 
 use rayon::prelude::*;
 
-use crate::conv::{Conv2dShape, with_scratch};
+use crate::conv::{Conv2dShape, swap_leading_into, with_scratch};
 use crate::sgemm::{self, View};
 use crate::shared::{SharedOut, filled_vec};
 
@@ -277,12 +277,12 @@ fn products<'a, 'b>(
 /// `Y = Aᵀ M A` for every tile and output channel, written to `y` `[O, B·Ho·Wo]`, with
 /// `Aᵀ = [[1, 1, 1, 0], [0, 1, −1, −1]]`: a 4-vector `m` becomes `(m₀ + m₁ + m₂, m₁ − m₂ − m₃)`.
 /// Positions past the output's last row or column (odd `Ho` or `Wo`) are dropped.
-fn transform_output(t: &Tiling, batch: usize, m: &[f32], y: &mut [f32]) {
+fn transform_output(t: &Tiling, [batch, o]: [usize; 2], m: &[f32], y: &mut [f32]) {
     let [ho, wo] = t.out;
     let n = batch * ho * wo;
     // `M_e` is `[O, T]`; `y` holds `O` rows of `n`.
-    let (tw, per_e) = (t.tw, y.len() / n.max(1) * t.tiles);
-    y.par_chunks_mut(n.max(1)).enumerate().for_each(|(oi, out)| {
+    let (tw, per_e) = (t.tw, o * t.tiles);
+    y[..o * n].par_chunks_mut(n.max(1)).enumerate().for_each(|(oi, out)| {
         // Two rows (ξ combined) of four columns of one tile row, then the 2 × 2 results.
         let mut q = vec![0.0f32; 8 * tw];
         let mut r = vec![0.0f32; 4 * tw];
@@ -349,7 +349,7 @@ pub(crate) fn forward(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f
                     cs: 1,
                 },
             );
-            transform_output(&t, s.batch, m, &mut y[..o * s.batch * t.out[0] * t.out[1]]);
+            transform_output(&t, [s.batch, o], m, y);
         });
     });
 }
@@ -552,14 +552,7 @@ pub(crate) fn backward(
                 // which the product reads in place (gathering it from `[O, 16, C]` column by
                 // column made this product 1.6 times slower than the forward one at 512 channels).
                 with_scratch(o * c * 9, |swapped| {
-                    swapped
-                        .par_chunks_mut((o * 9).max(1))
-                        .enumerate()
-                        .for_each(|(ci, row)| {
-                            for (oi, kernel) in row.chunks_exact_mut(9).enumerate() {
-                                kernel.copy_from_slice(&weight[(oi * c + ci) * 9..][..9]);
-                            }
-                        });
+                    swap_leading_into(&weight[..o * c * 9], o, c, 9, swapped);
                     let flipped = Conv2dShape {
                         channels: o,
                         out_channels: c,
