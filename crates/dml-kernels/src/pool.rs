@@ -172,21 +172,30 @@ fn pool_plane(
         best.fill(f32::NEG_INFINITY);
         at.fill(u32::MAX);
         for ty in 0..count_y {
-            let line = &src[(first_y + ty * dh) * s.width..][..s.width];
+            let line_start = (first_y + ty * dh) * s.width;
+            let line = &src[line_start..][..s.width];
             for &(offset, x0, x1) in col_taps {
                 for x in x0..x1 {
-                    let i = (x * sw) as isize + offset;
-                    let v = line[i as usize];
-                    let i = ((first_y + ty * dh) * s.width) as u32 + i as u32;
-                    // PyTorch's rule: the first tap, a larger value or any NaN takes the window
-                    // (all-ones mask when it does).
-                    let take = 0u32.wrapping_sub(u32::from(at[x] == u32::MAX || v > best[x] || v.is_nan()));
-                    best[x] = f32::from_bits(best[x].to_bits() ^ ((best[x].to_bits() ^ v.to_bits()) & take));
-                    at[x] ^= (at[x] ^ i) & take;
+                    let column = ((x * sw) as isize + offset) as usize;
+                    let v = line[column];
+                    // PyTorch's rule: the first tap, a larger value or any NaN takes the window.
+                    let take = at[x] == u32::MAX || v > best[x] || v.is_nan();
+                    take_if(take, (&mut best[x], &mut at[x]), (v, (line_start + column) as u32));
                 }
             }
         }
     }
+}
+
+/// Replaces a window's running maximum and its index by `(v, i)` when `take`, without a branch
+/// (bit masks): on real activations which tap wins is unpredictable, and mispredicted branches
+/// made the pooling loops several times slower than their memory traffic.
+#[inline(always)]
+fn take_if(take: bool, (best, at): (&mut f32, &mut u32), (v, i): (f32, u32)) {
+    // All-ones when v takes the window.
+    let mask = 0u32.wrapping_sub(u32::from(take));
+    *best = f32::from_bits(best.to_bits() ^ ((best.to_bits() ^ v.to_bits()) & mask));
+    *at ^= (*at ^ i) & mask;
 }
 
 /// A buffer of equal planes, handed out to parallel tasks that each own different planes.
@@ -229,18 +238,13 @@ fn pool_pairs(src: &[f32], width: usize, out: &mut [f32], idx: &mut [u32], wo: u
         let top = 2 * y * width;
         let (upper, lower) = (&src[top..][..2 * wo], &src[top + width..][..2 * wo]);
         let (top, width) = (top as u32, width as u32);
-        // Value and offset are chosen without branches (bit masks): on real activations which of
-        // the four wins is unpredictable, and mispredicted branches made this loop several times
-        // slower than its memory traffic. Pairs of columns as exact chunks, so the loop has no
-        // bounds checks either.
+        // Value and offset are chosen without branches ([`take_if`]); pairs of columns as exact
+        // chunks, so the loop has no bounds checks either.
         let windows = upper.chunks_exact(2).zip(lower.chunks_exact(2));
         for (x, ((u, l), (o, i))) in windows.zip(out_row.iter_mut().zip(idx_row.iter_mut())).enumerate() {
             let (mut best, mut at) = (u[0], 0u32);
             for (v, offset) in [(u[1], 1), (l[0], width), (l[1], width + 1)] {
-                // All-ones when v takes the window.
-                let take = 0u32.wrapping_sub(u32::from(v > best || v.is_nan()));
-                best = f32::from_bits(best.to_bits() ^ ((best.to_bits() ^ v.to_bits()) & take));
-                at ^= (at ^ offset) & take;
+                take_if(v > best || v.is_nan(), (&mut best, &mut at), (v, offset));
             }
             *o = best;
             *i = top + 2 * x as u32 + at;
