@@ -274,6 +274,24 @@ fn products<'a, 'b>(
         .for_each(|(e, c)| sgemm::sgemm(c, [m, n, k], a(e), b(e), false, false));
 }
 
+/// `Aᵀ` applied to four runs `m₀..m₃` (one per position along the transformed axis), each run
+/// along the tiles of a row: `(m₀ + m₁ + m₂, m₁ − m₂ − m₃)` into `y0` and `y1`.
+#[inline(always)]
+fn apply_at(y0: &mut [f32], y1: &mut [f32], m: [&[f32]; 4]) {
+    zip3_into(y0, m[0], m[1], m[2], |a, b, c| a + b + c);
+    zip3_into(y1, m[1], m[2], m[3], |a, b, c| a - b - c);
+}
+
+/// `A` applied to two runs `g₀, g₁` along the tiles of a row (the adjoint of [`apply_at`]):
+/// `(g₀, g₀ + g₁, g₀ − g₁, −g₁)` into `dst` at the four offsets `at(0..4)`, `tw` values each.
+#[inline(always)]
+fn apply_a(dst: &mut [f32], at: impl Fn(usize) -> usize, tw: usize, [g0, g1]: [&[f32]; 2]) {
+    dst[at(0)..][..tw].copy_from_slice(g0);
+    zip_into(&mut dst[at(1)..][..tw], g0, g1, |p, q| p + q);
+    zip_into(&mut dst[at(2)..][..tw], g0, g1, |p, q| p - q);
+    dst[at(3)..][..tw].iter_mut().zip(g1).for_each(|(o, &q)| *o = -q);
+}
+
 /// `Y = Aᵀ M A` for every tile and output channel, written to `y` `[O, B·Ho·Wo]`, with
 /// `Aᵀ = [[1, 1, 1, 0], [0, 1, −1, −1]]`: a 4-vector `m` becomes `(m₀ + m₁ + m₂, m₁ − m₂ − m₃)`.
 /// Positions past the output's last row or column (odd `Ho` or `Wo`) are dropped.
@@ -292,23 +310,13 @@ fn transform_output(t: &Tiling, [batch, o]: [usize; 2], m: &[f32], y: &mut [f32]
                 let me = |e: usize| &m[e * per_e + oi * t.tiles + start..][..tw];
                 for nu in 0..4 {
                     let (q0, q1) = q.split_at_mut(4 * tw);
-                    zip3_into(&mut q0[nu * tw..][..tw], me(nu), me(4 + nu), me(8 + nu), |a, b, c| {
-                        a + b + c
-                    });
-                    zip3_into(
-                        &mut q1[nu * tw..][..tw],
-                        me(4 + nu),
-                        me(8 + nu),
-                        me(12 + nu),
-                        |a, b, c| a - b - c,
-                    );
+                    let column = [me(nu), me(4 + nu), me(8 + nu), me(12 + nu)];
+                    apply_at(&mut q0[nu * tw..][..tw], &mut q1[nu * tw..][..tw], column);
                 }
                 for i in 0..2 {
                     let qi = &q[i * 4 * tw..][..4 * tw];
-                    let col = |nu: usize| &qi[nu * tw..][..tw];
                     let (r0, r1) = r[2 * i * tw..][..2 * tw].split_at_mut(tw);
-                    zip3_into(r0, col(0), col(1), col(2), |a, b, c| a + b + c);
-                    zip3_into(r1, col(1), col(2), col(3), |a, b, c| a - b - c);
+                    apply_at(r0, r1, std::array::from_fn(|nu| &qi[nu * tw..][..tw]));
                 }
                 for i in 0..2 {
                     let row = 2 * ty + i;
@@ -382,21 +390,12 @@ fn transform_output_grad(t: &Tiling, batch: usize, dy: &[f32], dm: &mut [f32]) {
                     // r[ξ][parity] = Σ_i Aᵀ[i][ξ] g[i][parity].
                     let gi = |i: usize, j: usize| &g[(2 * i + j) * tw..][..tw];
                     for j in 0..2 {
-                        let (a, b) = (gi(0, j), gi(1, j));
-                        let at = |xi: usize| (2 * xi + j) * tw;
-                        r[at(0)..][..tw].copy_from_slice(a);
-                        zip_into(&mut r[at(1)..][..tw], a, b, |p, q| p + q);
-                        zip_into(&mut r[at(2)..][..tw], a, b, |p, q| p - q);
-                        r[at(3)..][..tw].iter_mut().zip(b).for_each(|(o, &q)| *o = -q);
+                        apply_a(&mut r, |xi| (2 * xi + j) * tw, tw, [gi(0, j), gi(1, j)]);
                     }
                     let start = (b * t.th + ty) * tw;
                     for xi in 0..4 {
-                        let (a, b) = (&r[2 * xi * tw..][..tw], &r[(2 * xi + 1) * tw..][..tw]);
-                        let at = |nu: usize| (xi * 4 + nu) * t.tiles + start;
-                        out[at(0)..][..tw].copy_from_slice(a);
-                        zip_into(&mut out[at(1)..][..tw], a, b, |p, q| p + q);
-                        zip_into(&mut out[at(2)..][..tw], a, b, |p, q| p - q);
-                        out[at(3)..][..tw].iter_mut().zip(b).for_each(|(o, &q)| *o = -q);
+                        let pair = [&r[2 * xi * tw..][..tw], &r[(2 * xi + 1) * tw..][..tw]];
+                        apply_a(out, |nu| (xi * 4 + nu) * t.tiles + start, tw, pair);
                     }
                 }
             }
