@@ -11,9 +11,9 @@
 //! * bias gradient: `∂b_o = Σ_n ∂Y[o, n]`.
 //!
 //! Every product goes through [`crate::sgemm`]; the unfolding, folding and layout changes are
-//! parallel over channels. 3 × 3 convolutions of stride 1 take another route with the same
-//! interface: Winograd's F(2 × 2, 3 × 3), with 2.25 times fewer multiply-adds (the private
-//! `winograd` module); there the "unfolded input" kept for the backward pass is the transformed
+//! parallel over channels. 3 × 3 convolutions of stride 1 with enough channels for it to pay
+//! take another route with the same interface: Winograd's F(2 × 2, 3 × 3), with up to 2.25 times
+//! fewer multiply-adds (the private `winograd` module); there the "unfolded input" kept for the backward pass is the transformed
 //! input, `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]`. The environment variable `DML_WINOGRAD=0` switches that
 //! route off ([`winograd_enabled`]).
 

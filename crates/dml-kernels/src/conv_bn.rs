@@ -38,8 +38,8 @@ pub struct ConvBnSaved {
     pub conv: Buffer,
     /// The input as the convolution's products read it, kept for the weight gradient when it
     /// takes at most [`KEEP_UNFOLDED_BYTES`] (larger ones are unfolded again in the backward
-    /// pass): unfolded, `[C·kh·kw, B·Ho·Wo]`, or for a 3 × 3 convolution of stride 1 its Winograd
-    /// transform `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]` (see [`crate::conv`]).
+    /// pass): unfolded, `[C·kh·kw, B·Ho·Wo]`, or, for a convolution on the Winograd route (wide
+    /// 3 × 3 kernels of stride 1), its transform `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]` (see [`crate::conv`]).
     pub unfolded: Option<Buffer>,
     /// `μ` `[O]`.
     pub mean: Vec<f32>,
@@ -176,13 +176,13 @@ pub fn conv_bn_train_backward(
     if conv.len() != o * n {
         return Err(format!("convolution output of {} values for [{o}, {n}]", conv.len()));
     }
+    let unfolded_len = s.unfolded_len();
     if let Some(cols) = unfolded
-        && cols.len() != s.unfolded_len()
+        && cols.len() != unfolded_len
     {
         return Err(format!(
-            "unfolded input of {} values where {s:?} needs {}",
-            cols.len(),
-            s.unfolded_len()
+            "unfolded input of {} values where {s:?} needs {unfolded_len}",
+            cols.len()
         ));
     }
     let count = n.max(1) as f64;

@@ -4,9 +4,10 @@
 //! built here, reach about a quarter of a core's peak. [`sgemm`] keeps its tile in registers and
 //! reaches about 65 GMAC/s per core on the development machine (2.5× as much); the
 //! host-evaluated losses and [`conv`] (the convolutions of the CNN backbones on flex) use it;
-//! 3 × 3 convolutions of stride 1 (most of a ResNet's) go through Winograd's F(2 × 2, 3 × 3),
-//! 2.25 times fewer multiply-adds; [`norm`] is their batch normalisation, [`conv_bn`] the two fused with ReLU (the
-//! conv-BN-ReLU block of the backbones) and [`pool`] their max pooling.
+//! the wide 3 × 3 convolutions of stride 1 (most of a ResNet's) go through Winograd's
+//! F(2 × 2, 3 × 3), 2.25 times fewer multiply-adds; [`norm`] is their batch normalisation,
+//! [`conv_bn`] the two fused with ReLU (the conv-BN-ReLU block of the backbones) and [`pool`]
+//! their max pooling.
 #![warn(missing_docs)]
 
 pub mod conv;
