@@ -40,10 +40,18 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The folder to read cases from: `$DML_REFERENCE_DIR` when set, else
-/// `<workspace>/tests/fixtures/<default_subdir>`.
+/// `<workspace>/tests/fixtures/<default_subdir>`. A relative `$DML_REFERENCE_DIR` is taken from
+/// the workspace root, where `cargo test` is typed: cargo runs each test binary in its own
+/// package's directory, from which `../shared/reference/cases` would name nothing.
 pub fn reference_dir(default_subdir: &str) -> PathBuf {
-    match std::env::var_os("DML_REFERENCE_DIR") {
-        Some(d) => PathBuf::from(d),
+    resolve_reference_dir(std::env::var_os("DML_REFERENCE_DIR").map(PathBuf::from), default_subdir)
+}
+
+/// [`reference_dir`] for a given value of the variable.
+fn resolve_reference_dir(given: Option<PathBuf>, default_subdir: &str) -> PathBuf {
+    match given {
+        Some(d) if d.is_absolute() => d,
+        Some(d) => workspace_root().join(d),
         None => workspace_root().join("tests/fixtures").join(default_subdir),
     }
 }
@@ -357,6 +365,25 @@ pub fn mini_fashion_mnist(src: &Path, n: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_reference_dir_is_taken_from_the_workspace_root() {
+        let root = workspace_root();
+        assert_eq!(
+            resolve_reference_dir(Some(PathBuf::from("../shared/cases")), "reference"),
+            root.join("../shared/cases")
+        );
+        assert_eq!(
+            resolve_reference_dir(Some(PathBuf::from("/data/cases")), "reference"),
+            PathBuf::from("/data/cases")
+        );
+        assert_eq!(
+            resolve_reference_dir(None, "reference"),
+            root.join("tests/fixtures/reference")
+        );
+        // The default is a real folder of this workspace.
+        assert!(root.join("tests/fixtures/reference").is_dir());
+    }
 
     #[test]
     fn tolerance_rule_and_worst_element() {
