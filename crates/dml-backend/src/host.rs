@@ -60,6 +60,17 @@ pub fn with_f32s<R>(t: &DispatchTensor, f: impl FnOnce(&[f32]) -> R) -> R {
     f(&f32s_in_ne_bytes(data.as_bytes()))
 }
 
+/// Runs `f` on the values of every tensor of `tensors` in place when each is a contiguous `f32`
+/// tensor of the flex backend (also under autodiff); returns `None` without calling `f` when one
+/// is not (another backend, another dtype, a strided view), where the caller takes Burn's path.
+pub fn with_flex_f32s<const N: usize, R>(tensors: [&DispatchTensor; N], f: impl FnOnce([&[f32]; N]) -> R) -> Option<R> {
+    let mut values: [&[f32]; N] = [&[]; N];
+    for (slot, t) in values.iter_mut().zip(tensors) {
+        *slot = flex_f32s(&t.kind)?;
+    }
+    Some(f(values))
+}
+
 /// The values of a contiguous `f32` flex tensor, in place.
 fn flex_f32s(kind: &DispatchTensorKind) -> Option<&[f32]> {
     match kind {

@@ -7,9 +7,10 @@
 //! the wide 3 × 3 convolutions of stride 1 (most of a ResNet's) go through Winograd's
 //! F(2 × 2, 3 × 3), 2.25 times fewer multiply-adds; [`norm`] is their batch normalisation,
 //! [`conv_bn`] the two fused with ReLU (the conv-BN-ReLU block of the backbones) and [`pool`]
-//! their max pooling.
+//! their max pooling; [`adam`] is the Adam update of a parameter in one pass.
 #![warn(missing_docs)]
 
+pub mod adam;
 pub mod conv;
 pub mod conv_bn;
 pub mod norm;

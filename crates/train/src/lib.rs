@@ -20,6 +20,7 @@ pub mod eval;
 pub mod evaluate;
 pub mod explain;
 pub mod explain_avsl;
+pub mod host_adam;
 pub mod mining;
 pub mod npy;
 pub mod paper_miner;

@@ -9,7 +9,7 @@ use std::time::Instant;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, AdamWConfig, GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::store::ModuleRecord;
 use burn::tensor::{Device, Tensor, TensorData};
 use dml_data::{BatchLoader, BatchSampler, ImageDataset, LoaderConfig, MPerClassSampler, Split, mix};
@@ -25,6 +25,7 @@ use crate::device::parse_device;
 use crate::diml::Diml;
 use crate::error::TrainError;
 use crate::eval::{self, EvalData, Metrics};
+use crate::host_adam::HostAdam;
 use crate::mining::Mining;
 
 /// How a run is driven (not part of the run's configuration).
@@ -111,10 +112,12 @@ pub fn build_model(config: &TrainConfig, device: &Device) -> Result<EmbeddingMod
 }
 
 pub(crate) fn optimizer(config: &OptimizerConfig) -> ModuleOptimizer {
-    let decay = (config.weight_decay > 0.0).then(|| WeightDecayConfig::new(config.weight_decay as f32));
+    let penalty = (config.weight_decay > 0.0).then_some(config.weight_decay as f32);
+    let decay = penalty.map(WeightDecayConfig::new);
     match config.name {
-        // PyTorch's epsilon (1e-8), so that learning rates carry over from the papers.
-        OptimizerKind::Adam => AdamConfig::new().with_epsilon(1e-8).with_weight_decay(decay).init(),
+        // PyTorch's epsilon (1e-8), so that learning rates carry over from the papers. The host
+        // pass is Burn's Adam to the bit, in one pass over the values on CPU devices.
+        OptimizerKind::Adam => ModuleOptimizer::from(HostAdam::new(1e-8, penalty)),
         OptimizerKind::Adamw => AdamWConfig::new()
             .with_epsilon(1e-8)
             .with_weight_decay(config.weight_decay as f32)
