@@ -270,21 +270,35 @@ pub fn max_pool2d_backward(s: &Pool2dShape, index: &[u32], grad: &[f32]) -> Resu
             planes * out_plane
         ));
     }
-    let mut dx = vec![0.0f32; s.input_len()];
     if plane == 0 || out_plane == 0 {
-        return Ok(dx);
+        return Ok(vec![0.0f32; s.input_len()]);
     }
-    dx.par_chunks_mut(plane).enumerate().for_each(|(p, dst)| {
-        let (idx, g) = (
-            &index[p * out_plane..][..out_plane],
-            &grad[p * out_plane..][..out_plane],
-        );
-        for (&i, &gv) in idx.iter().zip(g) {
-            if let Some(d) = dst.get_mut(i as usize) {
-                *d += gv;
+    // Each plane is zeroed by the task that scatters into it, right before: zeroing the whole
+    // buffer first was a separate pass over memory on one thread, and the scatter then read
+    // the planes back from memory.
+    let mut dx: Vec<f32> = Vec::with_capacity(s.input_len());
+    dx.spare_capacity_mut()[..s.input_len()]
+        .par_chunks_mut(plane)
+        .enumerate()
+        .for_each(|(p, dst)| {
+            dst.iter_mut().for_each(|d| {
+                d.write(0.0);
+            });
+            // SAFETY: every slot of `dst` was just initialised, and `MaybeUninit<f32>` has the
+            // layout of `f32`.
+            let dst = unsafe { &mut *(std::ptr::from_mut(dst) as *mut [f32]) };
+            let (idx, g) = (
+                &index[p * out_plane..][..out_plane],
+                &grad[p * out_plane..][..out_plane],
+            );
+            for (&i, &gv) in idx.iter().zip(g) {
+                if let Some(d) = dst.get_mut(i as usize) {
+                    *d += gv;
+                }
             }
-        }
-    });
+        });
+    // SAFETY: every plane of the `input_len` slots was filled (the chunks cover them all).
+    unsafe { dx.set_len(s.input_len()) };
     Ok(dx)
 }
 
