@@ -288,16 +288,30 @@ pub(crate) fn swap_leading_into(values: &[f32], p: usize, q: usize, r: usize, ou
     write_swapped(values, [p, q, r], slots);
 }
 
-/// Writes `[p, q, r] → [q, p, r]` into every slot of `out`, in parallel over `q`.
+/// Writes `[p, q, r] → [q, p, r]` into every slot of `out`, in parallel over blocks of `q`.
+///
+/// Each task writes a block of up to 16 consecutive `q` and reads, for every `p`, their runs
+/// as one contiguous stretch. One `q` per task read a run of `r` values every `q·r` values: for
+/// the weights (`r` = 1 or 9) every read touched another cache line, and the swaps of a
+/// ResNet-18 step's weights and their gradients took 3 % of it.
 fn write_swapped(values: &[f32], [p, q, r]: [usize; 3], out: &mut [std::mem::MaybeUninit<f32>]) {
     debug_assert_eq!(out.len(), p * q * r);
-    out.par_chunks_mut((p * r).max(1)).enumerate().for_each(|(qi, dst)| {
+    if p * r == 0 {
+        return;
+    }
+    // Enough blocks for every thread twice over, when `q` allows.
+    let block = q.div_ceil(2 * rayon::current_num_threads()).clamp(1, 16);
+    out.par_chunks_mut(block * p * r).enumerate().for_each(|(bi, dst)| {
+        let (q0, rows) = (bi * block, dst.len() / (p * r));
         for pi in 0..p {
+            let src = &values[(pi * q + q0) * r..][..rows * r];
             // An element loop rather than `write_copy_of_slice`: the runs are short (one
-            // feature map, 9 to a few thousand values) and a `memcpy` call per run cost
+            // feature map, 1 to a few thousand values) and a `memcpy` call per run cost
             // about a tenth of a small-CNN training step.
-            for (d, &v) in dst[pi * r..][..r].iter_mut().zip(&values[(pi * q + qi) * r..][..r]) {
-                d.write(v);
+            for (qq, run) in src.chunks_exact(r).enumerate() {
+                for (d, &v) in dst[(qq * p + pi) * r..][..r].iter_mut().zip(run) {
+                    d.write(v);
+                }
             }
         }
     });
@@ -529,6 +543,28 @@ pub(crate) fn backward_channel_major(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn swapping_the_leading_axes_moves_every_run() {
+        // Runs of 1 (a weight transpose), 9 (kernels) and 5; block counts that do and do not
+        // divide q; a single p and a single q.
+        for [p, q, r] in [[3, 37, 1], [40, 33, 9], [5, 2, 5], [1, 20, 3], [7, 1, 4], [16, 64, 1]] {
+            let values: Vec<f32> = (0..p * q * r).map(|i| i as f32).collect();
+            let swapped = swap_leading(&values, p, q, r);
+            let mut into = vec![f32::NAN; p * q * r + 3];
+            swap_leading_into(&values, p, q, r, &mut into);
+            for (qi, pi, k) in (0..q).flat_map(|qi| (0..p).flat_map(move |pi| (0..r).map(move |k| (qi, pi, k)))) {
+                let want = values[(pi * q + qi) * r + k];
+                assert_eq!(
+                    swapped[(qi * p + pi) * r + k],
+                    want,
+                    "[{p}, {q}, {r}] at ({qi}, {pi}, {k})"
+                );
+                assert_eq!(into[(qi * p + pi) * r + k], want);
+            }
+            assert!(into[p * q * r..].iter().all(|v| v.is_nan()), "past the end untouched");
+        }
+    }
 
     /// The convolution by its definition, in `f64`.
     pub(crate) fn naive(s: &Conv2dShape, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64> {
