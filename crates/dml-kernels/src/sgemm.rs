@@ -70,28 +70,59 @@ pub fn available() -> bool {
 /// # Panics
 /// When a view or `c` is too short for its shape, or when [`available`] is false.
 pub fn sgemm(c: &mut [f32], [m, n, k]: [usize; 3], a: View, b: View, accumulate: bool, parallel: bool) {
+    sgemm_rows(c, n, [m, n, k], a, b, accumulate, parallel);
+}
+
+/// [`sgemm`] into a `c` whose rows lie `ldc ≥ n` values apart (a block of columns of a wider
+/// matrix, such as one image's columns of a convolution's `[O, B·Ho·Wo]` output); the values
+/// between the rows are left alone.
+///
+/// # Panics
+/// As [`sgemm`], and when `ldc < n`.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_rows(
+    c: &mut [f32],
+    ldc: usize,
+    [m, n, k]: [usize; 3],
+    a: View,
+    b: View,
+    accumulate: bool,
+    parallel: bool,
+) {
     assert!(available(), "sgemm needs AVX-512F");
     assert!(
-        c.len() >= m * n && a.covers(m, k) && b.covers(k, n),
-        "sgemm: operands too short for [{m}, {k}] × [{k}, {n}]"
+        ldc >= n && (m == 0 || c.len() >= (m - 1) * ldc + n) && a.covers(m, k) && b.covers(k, n),
+        "sgemm: operands too short for [{m}, {k}] × [{k}, {n}] (row stride {ldc})"
     );
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         if !accumulate {
-            c[..m * n].fill(0.0);
+            c.chunks_mut(ldc).take(m).for_each(|row| row[..n].fill(0.0));
         }
         return;
     }
     if splits_depth([m, n, k]) {
-        split_depth(c, [m, n, k], a, b, accumulate, parallel);
+        if ldc == n {
+            split_depth(c, [m, n, k], a, b, accumulate, parallel);
+        } else {
+            // The depth parts sum whole `[m, n]` buffers; a strided `c` takes their total.
+            let mut dense = vec![0.0f32; m * n];
+            split_depth(&mut dense, [m, n, k], a, b, false, parallel);
+            for (row, sum) in c.chunks_mut(ldc).zip(dense.chunks_exact(n)) {
+                for (d, &v) in row[..n].iter_mut().zip(sum) {
+                    *d = if accumulate { *d + v } else { v };
+                }
+            }
+        }
         return;
     }
     let out = SharedOut::new(c);
     let tile = |rows: (usize, usize), cols: (usize, usize)| {
-        // SAFETY: the two halves below write disjoint blocks of `c`, which is `[m, n]`.
-        unsafe { block(out, n, rows, cols, k, &a, &b, accumulate) }
+        // SAFETY: the parts below write disjoint blocks of `c`, which holds m rows of n values at
+        // stride ldc (asserted).
+        unsafe { block(out, ldc, rows, cols, k, &a, &b, accumulate) }
     };
     let threads = if parallel { rayon::current_num_threads() } else { 1 };
     let (col_panels, row_panels) = (n.div_ceil(NR), m.div_ceil(MR));
@@ -633,6 +664,46 @@ mod tests {
                     .chain(&dst[c * ldd + 19..][..5])
                     .all(|&v| v == -1.0)
             );
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
+    fn a_block_of_columns_of_a_wider_output_is_written_and_nothing_between_its_rows() {
+        assert!(available());
+        // Rows 7 apart for a [5, 4] result (3 columns between rows untouched), at a depth that
+        // is and one that is not split into parts; overwritten and accumulated.
+        for (m, n, k) in [(5, 4, 3), (5, 4, 1601)] {
+            let av: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+            let bv: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 48.0).collect();
+            let a = View {
+                data: &av,
+                rs: k,
+                cs: 1,
+            };
+            let b = View {
+                data: &bv,
+                rs: n,
+                cs: 1,
+            };
+            let want = naive(m, n, k, &a, &b);
+            for accumulate in [false, true] {
+                let ldc = 7;
+                let mut c = vec![-3.0f32; (m - 1) * ldc + n + 2];
+                sgemm_rows(&mut c, ldc, [m, n, k], a, b, accumulate, false);
+                for (i, &v) in c.iter().enumerate() {
+                    let (row, col) = (i / ldc, i % ldc);
+                    if row < m && col < n {
+                        let w = want[row * n + col] + if accumulate { -3.0 } else { 0.0 };
+                        assert!(
+                            (f64::from(v) - w).abs() < 1e-4 * (1.0 + w.abs()),
+                            "k={k} c[{row}][{col}] = {v} vs {w}"
+                        );
+                    } else {
+                        assert_eq!(v, -3.0, "k={k}: value {i} between the rows was written");
+                    }
+                }
+            }
         }
     }
 
