@@ -15,7 +15,9 @@
 //! take another route with the same interface: Winograd's F(2 × 2, 3 × 3), with up to 2.25 times
 //! fewer multiply-adds (the private `winograd` module); there the "unfolded input" kept for the backward pass is the transformed
 //! input, `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]`. The environment variable `DML_WINOGRAD=0` switches that
-//! route off ([`winograd_enabled`]).
+//! route off ([`winograd_enabled`]). 1 × 1 convolutions of stride 1 without padding (most of a
+//! ResNet-50's) need no unfolding: their forward pass multiplies each image's block of the input
+//! where it lies, and nothing is kept for the backward pass.
 
 use rayon::prelude::*;
 
