@@ -550,6 +550,11 @@ unsafe fn kernel(
 mod tests {
     use super::*;
 
+    /// A row-major `[_, cols]` matrix as a view.
+    fn row_major(data: &[f32], cols: usize) -> View<'_> {
+        View { data, rs: cols, cs: 1 }
+    }
+
     fn naive(m: usize, n: usize, k: usize, a: &View, b: &View) -> Vec<f64> {
         (0..m * n)
             .map(|idx| (0..k).map(|p| a.at(idx / n, p) as f64 * b.at(p, idx % n) as f64).sum())
@@ -624,11 +629,7 @@ mod tests {
                 cs: 1,
             };
             let bv: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 48.0).collect();
-            let b = View {
-                data: &bv,
-                rs: n,
-                cs: 1,
-            };
+            let b = row_major(&bv, n);
             let want = naive(m, n, k, &a, &b);
             let mut c = vec![f32::NAN; m * n];
             sgemm(&mut c, [m, n, k], a, b, false, false);
@@ -676,16 +677,8 @@ mod tests {
         for (m, n, k) in [(5, 4, 3), (5, 4, 1601)] {
             let av: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
             let bv: Vec<f32> = (0..k * n).map(|i| ((i * 53 % 97) as f32 - 48.0) / 48.0).collect();
-            let a = View {
-                data: &av,
-                rs: k,
-                cs: 1,
-            };
-            let b = View {
-                data: &bv,
-                rs: n,
-                cs: 1,
-            };
+            let a = row_major(&av, k);
+            let b = row_major(&bv, n);
             let want = naive(m, n, k, &a, &b);
             for accumulate in [false, true] {
                 let ldc = 7;
@@ -719,16 +712,8 @@ mod tests {
         let av = vec![1.0f32; m * k];
         let bv = vec![0.5f32; k * n];
         let mut c = vec![-7.0f32; m * n + 40];
-        let a = View {
-            data: &av,
-            rs: k,
-            cs: 1,
-        };
-        let b = View {
-            data: &bv,
-            rs: n,
-            cs: 1,
-        };
+        let a = row_major(&av, k);
+        let b = row_major(&bv, n);
         sgemm(&mut c, [m, n, k], a, b, false, false);
         assert!(c[..m * n].iter().all(|&v| v == 2.0));
         assert!(c[m * n..].iter().all(|&v| v == -7.0));
