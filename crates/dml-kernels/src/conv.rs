@@ -16,8 +16,9 @@
 //! fewer multiply-adds (the private `winograd` module); there the "unfolded input" kept for the backward pass is the transformed
 //! input, `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]`. The environment variable `DML_WINOGRAD=0` switches that
 //! route off ([`winograd_enabled`]). 1 × 1 convolutions of stride 1 without padding (most of a
-//! ResNet-50's) need no unfolding: their forward pass multiplies each image's block of the input
-//! where it lies, and nothing is kept for the backward pass.
+//! ResNet-50's) need no unfolding in their forward pass, which multiplies each image's block of
+//! the input where it lies and keeps nothing; their backward pass is the im2col one, unfolding
+//! (a channel-major copy) into a work buffer.
 
 use rayon::prelude::*;
 
@@ -212,6 +213,12 @@ fn col2im(s: &Conv2dShape, cols: &[f32]) -> Vec<f32> {
     let [kh, kw] = s.kernel;
     let n = s.batch * ho * wo;
     let plane = s.height * s.width;
+    if s.pointwise() {
+        // Every pixel was copied to one column only: folding back is reordering `[C, B, H·W]`
+        // to NCHW (the sums below, with their zeroed plane per image, cost about 2 % more of a
+        // ResNet-50 backward pass).
+        return swap_leading(&cols[..s.channels * n], s.channels, s.batch, plane);
+    }
     // Per kernel position (i, j): as in `im2col`, the in-bounds output rows and columns depend
     // only on (i, j), so they are found once.
     let taps: Vec<_> = (0..kh * kw)
@@ -260,52 +267,6 @@ fn col2im(s: &Conv2dShape, cols: &[f32]) -> Vec<f32> {
     // cover the buffer.
     let (dx, ()) = unsafe { filled_vec(s.batch * s.channels * plane, fill) };
     dx
-}
-
-/// The weight and input gradients of a [`Conv2dShape::pointwise`] convolution from `dy`
-/// `[O, B·H·W]`, each one product over the whole batch: `∂W = ∂Y Xᵀ` from a channel-major copy
-/// of the input, `∂X = Wᵀ ∂Y` channel-major, reordered to NCHW (no unfolding, no folding back).
-fn pointwise_backward(
-    s: &Conv2dShape,
-    input: &[f32],
-    weight: &[f32],
-    dy: &[f32],
-    wanted: Wanted,
-) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
-    let (c, o, hw) = (s.channels, s.out_channels, s.out_plane());
-    let n = s.batch * hw;
-    let weight_grad = wanted.weight.then(|| {
-        // ∂Wᵀ [C, O] = X [C, B·H·W] · ∂Yᵀ [B·H·W, O] in one product over the batch, from a
-        // channel-major copy of X, transposed at the end (as on the im2col route, the operand
-        // packed transposed is ∂Y, whose rows are usually fewer). Summed image by image without the
-        // copy, the products over 7² and 14² maps re-read a ∂Wᵀ of up to 4 MB sixteen times; it
-        // was measured no faster in a ResNet-50 backward pass.
-        let mut dwt = vec![0.0f32; c * o];
-        with_scratch(c * n, |x| {
-            swap_leading_into(&input[..c * n], s.batch, c, hw, x);
-            let x = View { data: x, rs: n, cs: 1 };
-            product(&mut dwt, [c, o, n], x, View { data: dy, rs: 1, cs: n });
-        });
-        swap_leading(&dwt, c, o, 1)
-    });
-    let input_grad = wanted.input.then(|| {
-        // ∂X [C, B·H·W] = Wᵀ [C, O] · ∂Y [O, B·H·W], with Wᵀ laid out row-major once as on the
-        // im2col route. Image by image, written where each image lies, the products were
-        // measured slower in a ResNet-50 backward pass than this one product and the reorder.
-        with_scratch(o * c, |weight_t| {
-            swap_leading_into(&weight[..o * c], o, c, 1, weight_t);
-            let w_t = View {
-                data: weight_t,
-                rs: o,
-                cs: 1,
-            };
-            with_scratch(c * n, |dcols| {
-                product(dcols, [c, n, o], w_t, View { data: dy, rs: n, cs: 1 });
-                swap_leading(dcols, c, s.batch, hw)
-            })
-        })
-    });
-    (weight_grad, input_grad)
 }
 
 /// The output positions `x0..x1` (of `out_len`) whose input position `x·stride + offset` lies
@@ -457,8 +418,9 @@ pub(crate) fn conv2d_channel_major(
         if s.pointwise() {
             // Image b's columns of Y, from its [C, H·W] block of the input: im2col would only
             // have copied the input to [C, B·H·W], and kept the copy through the step. The
-            // backward pass makes that copy itself, for the weight gradient, in a work buffer.
-            // Measured on ResNet-50: forward 0.96 → 0.88 s per step, backward unchanged.
+            // backward pass takes the im2col route and makes that copy itself, for the weight
+            // gradient, in a work buffer (its products image by image, without the copy, were
+            // measured slower). Measured on ResNet-50: forward 0.96 → 0.88 s per step.
             let hw = s.out_plane();
             for b in 0..s.batch {
                 let x = View {
@@ -568,14 +530,6 @@ pub(crate) fn backward_channel_major(
             bias: bias_grad,
         };
     }
-    if s.pointwise() {
-        let (weight, input) = pointwise_backward(s, input, weight, dy, wanted);
-        return Conv2dGrads {
-            input,
-            weight,
-            bias: bias_grad,
-        };
-    }
     let dy_view = View { data: dy, rs: n, cs: 1 };
     let weight_grad = wanted.weight.then(|| {
         let from_unfolded = |cols: &[f32]| {
@@ -591,7 +545,9 @@ pub(crate) fn backward_channel_major(
             product(&mut dwt, [k, o, n], cols, View { data: dy, rs: 1, cs: n });
             swap_leading(&dwt, k, o, 1)
         };
-        match unfolded {
+        // A pointwise convolution's forward pass keeps nothing (it reads the input in place);
+        // its unfolding is the channel-major copy of the input, made here.
+        match unfolded.filter(|_| !s.pointwise()) {
             Some(cols) => from_unfolded(&cols[..k * n]),
             None => with_scratch(k * n, |cols| {
                 im2col(s, input, cols);
