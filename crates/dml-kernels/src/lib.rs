@@ -14,6 +14,7 @@ pub mod adam;
 pub mod conv;
 pub mod conv_bn;
 pub mod norm;
+mod parity;
 pub mod pool;
 pub mod sgemm;
 mod shared;

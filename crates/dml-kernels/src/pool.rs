@@ -10,6 +10,7 @@
 use rayon::prelude::*;
 
 use crate::conv::valid_range;
+use crate::parity::deinterleave;
 
 /// The geometry of one max pooling: input `[batch, channels, height, width]`, and per spatial
 /// axis the window size, stride, padding before and after, and dilation.
@@ -215,12 +216,7 @@ fn pool_plane_stride_2(
     split.resize(src.len(), 0.0);
     for (line, dst) in src.chunks_exact(width).zip(split.chunks_exact_mut(width)) {
         let (even, odd) = dst.split_at_mut(half);
-        for (d, &v) in even.iter_mut().zip(line.iter().step_by(2)) {
-            *d = v;
-        }
-        for (d, &v) in odd.iter_mut().zip(line.iter().skip(1).step_by(2)) {
-            *d = v;
-        }
+        deinterleave(line, 0, even, odd);
     }
     for ((best, at), &(first_y, count_y)) in out.chunks_exact_mut(wo).zip(idx.chunks_exact_mut(wo)).zip(rows) {
         best.fill(f32::NEG_INFINITY);
