@@ -277,31 +277,39 @@ fn transform_output(t: &Tiling, [batch, o]: [usize; 2], m: &[f32], y: &mut [f32]
     let n = batch * ho * wo;
     // `M_e` is `[O, T]`; `y` holds `O` rows of `n`.
     let (tw, per_e) = (t.tw, o * t.tiles);
+    // Per image, every step runs over the image's whole run of tiles (`th·tw` values) rather
+    // than one tile row (`tw`, 2 to 14 in ResNet-18): short loops are mostly overhead.
+    let per_image = t.th * tw;
     y[..o * n].par_chunks_mut(n.max(1)).enumerate().for_each(|(oi, out)| {
-        // Two rows (ξ combined) of four columns of one tile row, then the 2 × 2 results.
-        let mut q = vec![0.0f32; 8 * tw];
-        let mut r = vec![0.0f32; 4 * tw];
+        // Two rows (ξ combined) of four columns, [i][ν][tile], then the 2 × 2 results [i][j][tile].
+        let mut q = vec![0.0f32; 8 * per_image];
+        let mut r = vec![0.0f32; 4 * per_image];
         for b in 0..batch {
+            let first = b * per_image;
+            let me = |e: usize| &m[e * per_e + oi * t.tiles + first..][..per_image];
+            for nu in 0..4 {
+                let (q0, q1) = q.split_at_mut(4 * per_image);
+                let column = [me(nu), me(4 + nu), me(8 + nu), me(12 + nu)];
+                apply_at(
+                    &mut q0[nu * per_image..][..per_image],
+                    &mut q1[nu * per_image..][..per_image],
+                    column,
+                );
+            }
+            for i in 0..2 {
+                let qi = &q[i * 4 * per_image..][..4 * per_image];
+                let (r0, r1) = r[2 * i * per_image..][..2 * per_image].split_at_mut(per_image);
+                apply_at(r0, r1, std::array::from_fn(|nu| &qi[nu * per_image..][..per_image]));
+            }
             for ty in 0..t.th {
-                let start = (b * t.th + ty) * tw;
-                let me = |e: usize| &m[e * per_e + oi * t.tiles + start..][..tw];
-                for nu in 0..4 {
-                    let (q0, q1) = q.split_at_mut(4 * tw);
-                    let column = [me(nu), me(4 + nu), me(8 + nu), me(12 + nu)];
-                    apply_at(&mut q0[nu * tw..][..tw], &mut q1[nu * tw..][..tw], column);
-                }
-                for i in 0..2 {
-                    let qi = &q[i * 4 * tw..][..4 * tw];
-                    let (r0, r1) = r[2 * i * tw..][..2 * tw].split_at_mut(tw);
-                    apply_at(r0, r1, std::array::from_fn(|nu| &qi[nu * tw..][..tw]));
-                }
                 for i in 0..2 {
                     let row = 2 * ty + i;
                     if row >= ho {
                         break;
                     }
                     let line = &mut out[b * ho * wo + row * wo..][..wo];
-                    interleave(&r[2 * i * tw..][..tw], &r[(2 * i + 1) * tw..][..tw], 0, line);
+                    let rij = |j: usize| &r[(2 * i + j) * per_image + ty * tw..][..tw];
+                    interleave(rij(0), rij(1), 0, line);
                 }
             }
         }
@@ -346,34 +354,43 @@ fn transform_output_grad(t: &Tiling, batch: usize, dy: &[f32], dm: &mut [f32]) {
     let [ho, wo] = t.out;
     let n = batch * ho * wo;
     let tw = t.tw;
+    let per_image = t.th * tw;
     dm.par_chunks_mut((TILE * t.tiles).max(1))
         .enumerate()
         .for_each(|(oi, out)| {
             let row = &dy[oi * n..][..n];
-            // The tile row's gradient as [i][parity] runs of `tw`, then combined along ξ.
-            let mut g = vec![0.0f32; 4 * tw];
-            let mut r = vec![0.0f32; 8 * tw];
+            // One image's gradient as [i][parity][tile] runs of `th·tw` (row i of every tile, its
+            // even or odd column), then combined along ξ: per image, not per tile row, so that
+            // the combinations run over long loops.
+            let mut g = vec![0.0f32; 4 * per_image];
+            let mut r = vec![0.0f32; 8 * per_image];
             for b in 0..batch {
                 for ty in 0..t.th {
                     for i in 0..2 {
                         let y = 2 * ty + i;
-                        let (even, odd) = g[2 * i * tw..][..2 * tw].split_at_mut(tw);
+                        let run = |j: usize| (2 * i + j) * per_image + ty * tw;
+                        let (even_at, odd_at) = (run(0), run(1));
+                        let (head, odd) = g.split_at_mut(odd_at);
+                        let (even, odd) = (&mut head[even_at..][..tw], &mut odd[..tw]);
                         even.fill(0.0);
                         odd.fill(0.0);
                         if y < ho {
                             deinterleave(&row[b * ho * wo + y * wo..][..wo], 0, even, odd);
                         }
                     }
-                    // r[ξ][parity] = Σ_i Aᵀ[i][ξ] g[i][parity].
-                    let gi = |i: usize, j: usize| &g[(2 * i + j) * tw..][..tw];
-                    for j in 0..2 {
-                        apply_a(&mut r, |xi| (2 * xi + j) * tw, tw, [gi(0, j), gi(1, j)]);
-                    }
-                    let start = (b * t.th + ty) * tw;
-                    for xi in 0..4 {
-                        let pair = [&r[2 * xi * tw..][..tw], &r[(2 * xi + 1) * tw..][..tw]];
-                        apply_a(out, |nu| (xi * 4 + nu) * t.tiles + start, tw, pair);
-                    }
+                }
+                // r[ξ][parity] = Σ_i Aᵀ[i][ξ] g[i][parity].
+                let gi = |i: usize, j: usize| &g[(2 * i + j) * per_image..][..per_image];
+                for j in 0..2 {
+                    apply_a(&mut r, |xi| (2 * xi + j) * per_image, per_image, [gi(0, j), gi(1, j)]);
+                }
+                let first = b * per_image;
+                for xi in 0..4 {
+                    let pair = [
+                        &r[2 * xi * per_image..][..per_image],
+                        &r[(2 * xi + 1) * per_image..][..per_image],
+                    ];
+                    apply_a(out, |nu| (xi * 4 + nu) * t.tiles + first, per_image, pair);
                 }
             }
         });
@@ -429,40 +446,51 @@ fn transform_input_grad(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> Vec<f32> {
     let fill = |out: SharedOut| {
         (0..s.channels).into_par_iter().for_each(|c| {
             let mut padded = vec![0.0f32; t.rows * len];
-            let mut e = vec![0.0f32; 4 * 4 * tw];
+            // The ξ-combinations of one image's tiles, [k][ν][tile]: computed over the image's
+            // whole run of tiles at once rather than tile row by tile row, so that the loops run
+            // over `th·tw` values instead of `tw` (2 to 14 in ResNet-18, mostly loop overhead).
+            let per_image = t.th * tw;
+            let mut e = vec![0.0f32; 4 * 4 * per_image];
             let mut line = vec![0.0f32; s.width];
             for b in 0..s.batch {
+                let first = b * per_image;
+                let dve = |xi: usize, nu: usize| &dv[(xi * 4 + nu) * per_e + c * t.tiles + first..][..per_image];
+                // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
+                for nu in 0..4 {
+                    let at = |k: usize| (k * 4 + nu) * per_image;
+                    let (v0, v1, v2, v3) = (dve(0, nu), dve(1, nu), dve(2, nu), dve(3, nu));
+                    e[at(0)..][..per_image].copy_from_slice(v0);
+                    zip3_into(&mut e[at(1)..][..per_image], v1, v2, v3, |p, q, r| p - q + r);
+                    zip3_into(&mut e[at(2)..][..per_image], v1, v2, v0, |p, q, r| p + q - r);
+                    e[at(3)..][..per_image].iter_mut().zip(v3).for_each(|(o, &q)| *o = -q);
+                }
+                // p[k][l] = Σ_ν e[k][ν] B[l][ν], the patch's values, in place of e.
+                for k in 0..4 {
+                    let row = &mut e[k * 4 * per_image..][..4 * per_image];
+                    let (e0, rest) = row.split_at_mut(per_image);
+                    let (e1, rest) = rest.split_at_mut(per_image);
+                    let (e2, e3) = rest.split_at_mut(per_image);
+                    // (e₀, e₁ − e₂ + e₃, e₁ + e₂ − e₀, −e₃), e₀ last since p₂ reads it.
+                    for (((p0, p1), p2), p3) in e0.iter_mut().zip(e1.iter_mut()).zip(e2.iter_mut()).zip(e3.iter_mut()) {
+                        let (a, b, c, d) = (*p0, *p1, *p2, *p3);
+                        *p1 = b - c + d;
+                        *p2 = b + c - a;
+                        *p3 = -d;
+                    }
+                }
+                // The patches overlap by two rows and columns: patch value (k, l) of tile
+                // (ty, tx) lands on padded row 2·ty + k, column 2·tx + l, that is the even half's
+                // entry tx + l/2 for even l, the odd half's for odd l.
                 padded.fill(0.0);
                 for ty in 0..t.th {
-                    let start = (b * t.th + ty) * tw;
-                    let dve = |xi: usize, nu: usize| &dv[(xi * 4 + nu) * per_e + c * t.tiles + start..][..tw];
-                    // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
-                    for nu in 0..4 {
-                        let at = |k: usize| (k * 4 + nu) * tw;
-                        let (v0, v1, v2, v3) = (dve(0, nu), dve(1, nu), dve(2, nu), dve(3, nu));
-                        e[at(0)..][..tw].copy_from_slice(v0);
-                        zip3_into(&mut e[at(1)..][..tw], v1, v2, v3, |p, q, r| p - q + r);
-                        zip3_into(&mut e[at(2)..][..tw], v1, v2, v0, |p, q, r| p + q - r);
-                        e[at(3)..][..tw].iter_mut().zip(v3).for_each(|(o, &q)| *o = -q);
-                    }
-                    // Row k of the patch: its columns l = 0, 2 go to the padded row's even
-                    // half (columns 2·tx and 2·tx + 2), l = 1, 3 to its odd half.
                     for k in 0..4 {
-                        let ek = |nu: usize| &e[(k * 4 + nu) * tw..][..tw];
-                        let (e0, e1, e2, e3) = (ek(0), ek(1), ek(2), ek(3));
+                        let pk = |l: usize| &e[(k * 4 + l) * per_image + ty * tw..][..tw];
                         let row = &mut padded[(2 * ty + k) * len..][..len];
-                        let (even, odd) = row.split_at_mut(half);
-                        for (d, &p) in even[..tw].iter_mut().zip(e0) {
-                            *d += p;
-                        }
-                        for (d, ((&p, &q), &r)) in even[1..].iter_mut().zip(e1.iter().zip(e2).zip(e0)) {
-                            *d += p + q - r;
-                        }
-                        for (d, ((&p, &q), &r)) in odd[..tw].iter_mut().zip(e1.iter().zip(e2).zip(e3)) {
-                            *d += p - q + r;
-                        }
-                        for (d, &p) in odd[1..].iter_mut().zip(e3) {
-                            *d -= p;
+                        for l in 0..4 {
+                            let at = (l % 2) * half + l / 2;
+                            for (d, &p) in row[at..][..tw].iter_mut().zip(pk(l)) {
+                                *d += p;
+                            }
                         }
                     }
                 }
