@@ -20,9 +20,12 @@
 //! The three products of a training step shrink from `36·C·O` to `16·C·O` multiply-adds per
 //! 2 × 2 tile: 2.25 times fewer (less where tiles hang over an odd output edge). [`applies`]
 //! takes the route only where that saving pays for the transforms, and [`SWITCH`] turns it
-//! off. The transforms are additions only, vectorised along
-//! the tiles of a row: each padded input row is stored with its even columns first and its odd
-//! columns after, so that the stride-2 reads of the tiles become contiguous runs.
+//! off. The transforms are additions only, vectorised along the tiles: each padded input row
+//! is stored with its even columns first and its odd columns after, so that the stride-2 reads
+//! of a row's tiles become contiguous runs, and every combination that does not move values
+//! between rows runs over one image's tiles at once (`th·tw` values, where a tile row has 2 to
+//! 14 in ResNet-18: loops that short are mostly overhead, and combining per image made the
+//! conv-BN-ReLU layers of `benches/conv.rs` about 10 % faster).
 //!
 //! Layouts: `U` `[O, 16, C]` (and, for the input gradient, the transform of the transposed
 //! kernels `[C, 16, O]`), `V` `[C, 16, T]`, `M` `[16, O, T]`, `∂M` `[O, 16, T]`, `∂U` `[16, O, C]`,
@@ -154,45 +157,48 @@ fn zip3_into(out: &mut [f32], a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f
 /// `V = Bᵀ d B` for every tile and input channel, into `v` `[C, 16, T]` (every entry written).
 ///
 /// With `Bᵀ = [[1, 0, −1, 0], [0, 1, 1, 0], [0, −1, 1, 0], [0, 1, 0, −1]]`, a 4-vector `d`
-/// becomes `(d₀ − d₂, d₁ + d₂, d₂ − d₁, d₁ − d₃)`; applied to the patch's rows, then columns.
+/// becomes `(d₀ − d₂, d₁ + d₂, d₂ − d₁, d₁ − d₃)`; applied to the patch's columns, then rows.
+/// The columns are combined once per padded input row (a patch row is shared by two tile rows),
+/// the rows over the image's whole run of tiles at once.
 fn transform_input(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &mut [f32]) {
     let plane = s.height * s.width;
     let (top, left) = (s.padding[0].0, s.padding[1].0);
     let (tw, half, len) = (t.tw, t.half, t.row_len());
+    let per_image = t.th * tw;
+    // The padded rows by parity: row `r` is pair `r / 2` of parity `r % 2`.
+    let pairs = t.rows / 2;
     v.par_chunks_mut((TILE * t.tiles).max(1))
         .enumerate()
         .for_each(|(c, out)| {
-            let mut padded = vec![0.0f32; t.rows * len];
-            // The four row combinations of one tile row, each a de-interleaved row.
-            let mut rows = vec![0.0f32; 4 * len];
+            // One padded row, de-interleaved; its padding columns are never written, so stay 0.
+            let mut padded = vec![0.0f32; len];
+            // The column combinations ν of every padded row, `[ν][parity][pair][tile column]`:
+            // so that the rows `2·ty + k` of all tile rows are one run for each `k`. The rows that
+            // are padding are never written, so stay 0.
+            let mut columns = vec![0.0f32; 4 * 2 * pairs * tw];
+            let at = |nu: usize, row: usize| ((nu * 2 + row % 2) * pairs + row / 2) * tw;
             for b in 0..s.batch {
                 let src = &input[(b * s.channels + c) * plane..][..plane];
-                // Only the input's cells are rewritten from one image to the next; the padding
-                // stays zero.
                 for iy in 0..s.height {
-                    let (even, odd) = padded[(iy + top) * len..][..len].split_at_mut(half);
+                    let (even, odd) = padded.split_at_mut(half);
                     deinterleave(&src[iy * s.width..][..s.width], left, even, odd);
+                    // Column p of a patch is even[tx + p/2] or odd[tx + p/2].
+                    let (e0, e1, o0, o1) = (&even[..tw], &even[1..], &odd[..tw], &odd[1..]);
+                    let row = iy + top;
+                    zip_into(&mut columns[at(0, row)..][..tw], e0, e1, |a, b| a - b);
+                    zip_into(&mut columns[at(1, row)..][..tw], o0, e1, |a, b| a + b);
+                    zip_into(&mut columns[at(2, row)..][..tw], e1, o0, |a, b| a - b);
+                    zip_into(&mut columns[at(3, row)..][..tw], o0, o1, |a, b| a - b);
                 }
-                for ty in 0..t.th {
-                    let r = |k: usize| &padded[(2 * ty + k) * len..][..len];
-                    let (t0, rest) = rows.split_at_mut(len);
-                    let (t1, rest) = rest.split_at_mut(len);
-                    let (t2, t3) = rest.split_at_mut(len);
-                    zip_into(t0, r(0), r(2), |a, b| a - b);
-                    zip_into(t1, r(1), r(2), |a, b| a + b);
-                    zip_into(t2, r(2), r(1), |a, b| a - b);
-                    zip_into(t3, r(1), r(3), |a, b| a - b);
-                    let start = (b * t.th + ty) * tw;
-                    for (xi, row) in [&*t0, &*t1, &*t2, &*t3].into_iter().enumerate() {
-                        let (even, odd) = row.split_at(half);
-                        let (e0, e1, o0, o1) = (&even[..tw], &even[1..], &odd[..tw], &odd[1..]);
-                        // Column p of the patch is even[tx + p/2] or odd[tx + p/2].
-                        let at = |nu: usize| (xi * 4 + nu) * t.tiles + start;
-                        zip_into(&mut out[at(0)..][..tw], e0, e1, |a, b| a - b);
-                        zip_into(&mut out[at(1)..][..tw], o0, e1, |a, b| a + b);
-                        zip_into(&mut out[at(2)..][..tw], e1, o0, |a, b| a - b);
-                        zip_into(&mut out[at(3)..][..tw], o0, o1, |a, b| a - b);
-                    }
+                let first = b * per_image;
+                for nu in 0..4 {
+                    // Patch row k of every tile: padded row 2·ty + k, ty = 0..th.
+                    let d = |k: usize| &columns[at(nu, k % 2) + (k / 2) * tw..][..per_image];
+                    let to = |xi: usize| (xi * 4 + nu) * t.tiles + first;
+                    zip_into(&mut out[to(0)..][..per_image], d(0), d(2), |a, b| a - b);
+                    zip_into(&mut out[to(1)..][..per_image], d(1), d(2), |a, b| a + b);
+                    zip_into(&mut out[to(2)..][..per_image], d(2), d(1), |a, b| a - b);
+                    zip_into(&mut out[to(3)..][..per_image], d(1), d(3), |a, b| a - b);
                 }
             }
         });
