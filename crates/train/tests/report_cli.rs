@@ -361,7 +361,7 @@ fn bad_input_is_one_error_naming_it_and_leaves_no_report() {
 
     // A CMYK JPEG (Adobe APP14, four components; `tests/fixtures/cmyk.jpg`, 16 x 16 with four flat
     // quadrants) is converted to RGB by the decoder and explained.
-    let cmyk = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cmyk.jpg");
+    let cmyk = dml_testkit::workspace_root().join("crates/train/tests/fixtures/cmyk.jpg");
     let decoded = decode_rgb(&cmyk).unwrap();
     assert_ne!(
         decoded.get_pixel(2, 2),

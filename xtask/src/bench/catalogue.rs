@@ -256,11 +256,7 @@ mod tests {
 
     #[test]
     fn every_peer_script_exists() {
-        // The manifest directory as cargo gives it when the test runs, not as it was compiled: a
-        // target directory shared by two checkouts may hold a binary built in the other one.
-        let root = std::env::var_os("CARGO_MANIFEST_DIR")
-            .map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), std::path::PathBuf::from);
-        let peers = root.join("peers");
+        let peers = dml_testkit::workspace_root().join("xtask/peers");
         for e in ENTRIES {
             if let Some(p) = e.peer {
                 assert!(

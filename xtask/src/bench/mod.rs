@@ -163,7 +163,7 @@ fn measure_all(args: &BenchArgs) -> anyhow::Result<Run> {
         bail!("--repeats 0: at least one repeat is needed");
     }
     let entries = catalogue::select(&args.only)?;
-    let root = workspace_root();
+    let root = dml_testkit::workspace_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let python = if args.peers {
         let venv = target_dir(&cargo, &root)?.join("peers-venv");
@@ -294,14 +294,6 @@ impl Collector<'_> {
             }
         }
     }
-}
-
-/// The workspace root (this crate's parent directory).
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives inside the workspace")
-        .to_path_buf()
 }
 
 /// Cargo's target directory for this workspace (`CARGO_TARGET_DIR` or `target/`).
