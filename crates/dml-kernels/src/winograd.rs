@@ -283,8 +283,6 @@ fn transform_output(t: &Tiling, [batch, o]: [usize; 2], m: &[f32], y: &mut [f32]
     let n = batch * ho * wo;
     // `M_e` is `[O, T]`; `y` holds `O` rows of `n`.
     let (tw, per_e) = (t.tw, o * t.tiles);
-    // Per image, every step runs over the image's whole run of tiles (`th·tw` values) rather
-    // than one tile row (`tw`, 2 to 14 in ResNet-18): short loops are mostly overhead.
     let per_image = t.th * tw;
     y[..o * n].par_chunks_mut(n.max(1)).enumerate().for_each(|(oi, out)| {
         // Two rows (ξ combined) of four columns, [i][ν][tile], then the 2 × 2 results [i][j][tile].
@@ -365,19 +363,16 @@ fn transform_output_grad(t: &Tiling, batch: usize, dy: &[f32], dm: &mut [f32]) {
         .enumerate()
         .for_each(|(oi, out)| {
             let row = &dy[oi * n..][..n];
-            // One image's gradient as [i][parity][tile] runs of `th·tw` (row i of every tile, its
-            // even or odd column), then combined along ξ: per image, not per tile row, so that
-            // the combinations run over long loops.
+            // One image's gradient as [i][parity][tile] runs (row i of every tile, its even or
+            // odd column), then combined along ξ.
             let mut g = vec![0.0f32; 4 * per_image];
             let mut r = vec![0.0f32; 8 * per_image];
             for b in 0..batch {
                 for ty in 0..t.th {
                     for i in 0..2 {
                         let y = 2 * ty + i;
-                        let run = |j: usize| (2 * i + j) * per_image + ty * tw;
-                        let (even_at, odd_at) = (run(0), run(1));
-                        let (head, odd) = g.split_at_mut(odd_at);
-                        let (even, odd) = (&mut head[even_at..][..tw], &mut odd[..tw]);
+                        let (even, odd) = g[2 * i * per_image..][..2 * per_image].split_at_mut(per_image);
+                        let (even, odd) = (&mut even[ty * tw..][..tw], &mut odd[ty * tw..][..tw]);
                         even.fill(0.0);
                         odd.fill(0.0);
                         if y < ho {
@@ -452,9 +447,7 @@ fn transform_input_grad(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> Vec<f32> {
     let fill = |out: SharedOut| {
         (0..s.channels).into_par_iter().for_each(|c| {
             let mut padded = vec![0.0f32; t.rows * len];
-            // The ξ-combinations of one image's tiles, [k][ν][tile]: computed over the image's
-            // whole run of tiles at once rather than tile row by tile row, so that the loops run
-            // over `th·tw` values instead of `tw` (2 to 14 in ResNet-18, mostly loop overhead).
+            // The ξ-combinations of one image's tiles, [k][ν][tile].
             let per_image = t.th * tw;
             let mut e = vec![0.0f32; 4 * 4 * per_image];
             let mut line = vec![0.0f32; s.width];
@@ -477,8 +470,8 @@ fn transform_input_grad(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> Vec<f32> {
                     let (e1, rest) = rest.split_at_mut(per_image);
                     let (e2, e3) = rest.split_at_mut(per_image);
                     // (e₀, e₁ − e₂ + e₃, e₁ + e₂ − e₀, −e₃), e₀ last since p₂ reads it.
-                    for (((p0, p1), p2), p3) in e0.iter_mut().zip(e1.iter_mut()).zip(e2.iter_mut()).zip(e3.iter_mut()) {
-                        let (a, b, c, d) = (*p0, *p1, *p2, *p3);
+                    for (((&a, p1), p2), p3) in e0.iter().zip(e1.iter_mut()).zip(e2.iter_mut()).zip(e3.iter_mut()) {
+                        let (b, c, d) = (*p1, *p2, *p3);
                         *p1 = b - c + d;
                         *p2 = b + c - a;
                         *p3 = -d;
