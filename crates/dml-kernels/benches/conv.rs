@@ -1,10 +1,12 @@
 //! The fused conv-BN-ReLU block, forward + backward, on ResNet-18's 3 × 3 stride-1 layers at
-//! 112², batch 32, by both routes: Winograd F(2×2, 3×3) and the direct (im2col) product.
+//! 112², batch 32, by both routes: Winograd (F(4×4, 3×3) or F(2×2, 3×3), as `winograd::route`
+//! picks) and the direct (im2col) product.
 //!
 //! `cargo bench -p dml-kernels --bench conv`
 //!
 //! This is the measurement behind the Winograd route and its threshold
-//! (`dml-kernels/src/winograd.rs`, `applies`). The route is chosen once per process
+//! (`dml-kernels/src/winograd/mod.rs`, `route`); `DML_WINOGRAD=f2` or `f4` in the environment
+//! measures one algorithm. The route is chosen once per process
 //! (`DML_WINOGRAD`), so the bench measures the default route itself and then runs itself again
 //! with `DML_WINOGRAD=0` for the direct one. One line per layer and route
 //! (`dml_testkit::bench`, id `conv/resnet18_<C>ch_<side>px_b32_<route>`, seconds per forward +

@@ -12,10 +12,12 @@
 //!
 //! Every product goes through [`crate::sgemm`]; the unfolding, folding and layout changes are
 //! parallel over channels. 3 × 3 convolutions of stride 1 with enough channels for it to pay
-//! take another route with the same interface: Winograd's F(2 × 2, 3 × 3), with up to 2.25 times
-//! fewer multiply-adds (the private `winograd` module); there the "unfolded input" kept for the backward pass is the transformed
-//! input, `[C, 16, B·⌈Ho/2⌉·⌈Wo/2⌉]`. The environment variable `DML_WINOGRAD=0` switches that
-//! route off ([`winograd_enabled`]). 1 × 1 convolutions of stride 1 without padding (most of a
+//! take another route with the same interface: Winograd's F(2 × 2, 3 × 3) or, over enough output
+//! positions, F(4 × 4, 3 × 3), with up to 2.25 or 4 times fewer multiply-adds (the private
+//! `winograd` module); there the "unfolded input" kept for the backward pass is the transformed
+//! input, `[C, α², B·⌈Ho/m⌉·⌈Wo/m⌉]` for m × m tiles, α = m + 2. The environment variable
+//! `DML_WINOGRAD=0` switches that route off ([`winograd_enabled`]), `f2` or `f4` pins it to one
+//! algorithm. 1 × 1 convolutions of stride 1 without padding (most of a
 //! ResNet-50's) need no unfolding in their forward pass, which multiplies each image's block of
 //! the input where it lies and keeps nothing; their backward pass is the im2col one, unfolding
 //! (a channel-major copy) into a work buffer.

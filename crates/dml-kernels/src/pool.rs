@@ -10,7 +10,7 @@
 use rayon::prelude::*;
 
 use crate::conv::valid_range;
-use crate::parity::deinterleave;
+use crate::parity::split_phases;
 
 /// The geometry of one max pooling: input `[batch, channels, height, width]`, and per spatial
 /// axis the window size, stride, padding before and after, and dilation.
@@ -215,8 +215,7 @@ fn pool_plane_stride_2(
     // Row r's even columns at `r·width`, its odd ones right after them.
     split.resize(src.len(), 0.0);
     for (line, dst) in src.chunks_exact(width).zip(split.chunks_exact_mut(width)) {
-        let (even, odd) = dst.split_at_mut(half);
-        deinterleave(line, 0, even, odd);
+        split_phases(line, 0, 2, half, dst);
     }
     for ((best, at), &(first_y, count_y)) in out.chunks_exact_mut(wo).zip(idx.chunks_exact_mut(wo)).zip(rows) {
         best.fill(f32::NEG_INFINITY);

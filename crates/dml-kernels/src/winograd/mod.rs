@@ -1,0 +1,1069 @@
+//! 3 × 3 convolutions of stride 1 by Winograd's minimal filtering F(m × m, 3 × 3) (Lavin &
+//! Gray 2016, "Fast Algorithms for Convolutional Neural Networks", eq. 8 and section 4.2),
+//! with `m` = 2 ([`f2`]) or 4 ([`f4`]).
+//!
+//! The output is cut into m × m tiles; tile `t` of image `b` reads the α × α input patch `d`
+//! (α = m + 2) at `(m·ty − top, m·tx − left)` (zero outside the input) and is, per channel pair,
+//!
+//! `Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`,
+//!
+//! α² products per tile where the direct convolution needs 9·m². Summed over the input
+//! channels, every one of the α² transformed positions `e = (ξ, ν)` is one matrix product:
+//!
+//! * forward: `M_e [O, T] = U_e [O, C] · V_e [C, T]` with `U = G g Gᵀ` (the transformed
+//!   weight), `V = Bᵀ d B` (the transformed input) and `T = B·⌈Ho/m⌉·⌈Wo/m⌉` tiles, then
+//!   `Y = Aᵀ M A` per tile;
+//! * backward, as the exact adjoint of those steps (so the gradients are those of the computed
+//!   forward, not an approximation): `∂M = A ∂Y Aᵀ` per tile, `∂U_e = ∂M_e · V_eᵀ` and
+//!   `∂g = Gᵀ ∂U G`, `∂V_e = U_eᵀ · ∂M_e` and `∂d = B ∂V Bᵀ`, summed over the overlapping
+//!   patches.
+//!
+//! The three products of a training step shrink 2.25 times with F(2 × 2) and 4 times with
+//! F(4 × 4) (less where tiles hang over the output's edge). [`route`] picks the one that
+//! saves more, where the saving pays for the transforms, and [`SWITCH`] turns the route off or
+//! pins it to one tile size. An algorithm is its 1-D transforms ([`Minimal`]); this module
+//! applies them to the image. The transforms are vectorised along the tiles: each padded input
+//! row is stored split by column phase (the column modulo m), so that the stride-m reads of a
+//! row's tiles become contiguous runs, and every combination that does not move values between
+//! rows runs over one image's tiles at once (`th·tw` values, where a tile row has 1 to 14 in
+//! ResNet-18: loops that short are mostly overhead, and combining per image made the
+//! conv-BN-ReLU layers of `benches/conv.rs` about 10 % faster).
+//!
+//! Layouts, with `P = α²` positions: `U` `[O, P, C]` (and, for the input gradient, the transform
+//! of the transposed kernels `[C, P, O]`), `V` `[C, P, T]`, `M` `[P, O, T]`, `∂M` `[O, P, T]`,
+//! `∂U` `[P, O, C]`, `∂V` `[P, C, T]`; the products read them through strided [`View`]s, and
+//! only the weight gradient's `V_eᵀ` is packed transposed.
+
+mod f2;
+mod f4;
+
+use rayon::prelude::*;
+
+use crate::conv::{Conv2dShape, swap_leading_into, with_scratch};
+use crate::parity::{join_phases, split_phases};
+use crate::sgemm::{self, View};
+use crate::shared::{SharedOut, filled_vec};
+use f2::F2;
+use f4::F4;
+
+/// The largest patch side α of the algorithms here (F(4 × 4, 3 × 3)'s), the size of the arrays
+/// of runs the transforms are handed.
+const MAX_ALPHA: usize = 6;
+
+/// The values at one place of up to [`MAX_ALPHA`] runs, the unit the 1-D transforms map (the
+/// entries past a transform's inputs are ignored, those past its outputs are 0): one `f32`
+/// each, or a vector of 8 or 4 consecutive places.
+type Point<V> = [V; MAX_ALPHA];
+
+/// What the transforms compute with: `f32`, or `wide`'s vectors of them.
+trait Lane:
+    Copy
+    + Default
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Neg<Output = Self>
+    + std::ops::Mul<f32, Output = Self>
+    + std::ops::Div<f32, Output = Self>
+{
+}
+
+impl<V> Lane for V where
+    V: Copy
+        + Default
+        + std::ops::Add<Output = V>
+        + std::ops::Sub<Output = V>
+        + std::ops::Neg<Output = V>
+        + std::ops::Mul<f32, Output = V>
+        + std::ops::Div<f32, Output = V>
+{
+}
+
+/// One of Winograd's minimal filtering algorithms F(m × m, 3 × 3), given by its 1-D transforms
+/// `Bᵀ` (α × α), `G` (α × 3) and `Aᵀ` (m × α), α = m + 2, each applied to one [`Point`].
+///
+/// [`along`] applies them place by place along runs of tiles (or channels), reading each input
+/// run and writing each output run once.
+trait Minimal {
+    /// The output tile's side `m`.
+    const M: usize;
+    /// The input patch's side `α = m + 2`.
+    const ALPHA: usize = Self::M + 2;
+    /// `Bᵀ`, α × α row-major, in f64 (the tests check the functions against it).
+    #[cfg(test)]
+    const BT: &'static [f64];
+    /// `G`, α × 3 row-major.
+    #[cfg(test)]
+    const G: &'static [f64];
+    /// `Aᵀ`, m × α row-major.
+    #[cfg(test)]
+    const AT: &'static [f64];
+    /// `Bᵀ d`, `d` α values of a patch's row (or column).
+    fn input<V: Lane>(d: Point<V>) -> Point<V>;
+    /// `B v` (the adjoint of [`Self::input`]), α values.
+    fn input_adjoint<V: Lane>(v: Point<V>) -> Point<V>;
+    /// `G g`, `g` the 3 values of a kernel's row (or column).
+    fn weight<V: Lane>(g: Point<V>) -> Point<V>;
+    /// `Gᵀ u` (the adjoint of [`Self::weight`]): α values to 3.
+    fn weight_adjoint<V: Lane>(u: Point<V>) -> Point<V>;
+    /// `Aᵀ m`: α values to m.
+    fn output<V: Lane>(m: Point<V>) -> Point<V>;
+    /// `A g` (the adjoint of [`Self::output`]): m values to α.
+    fn output_adjoint<V: Lane>(g: Point<V>) -> Point<V>;
+}
+
+/// Which of an algorithm's six 1-D transforms [`along`] applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Input,
+    InputAdjoint,
+    Weight,
+    WeightAdjoint,
+    Output,
+    OutputAdjoint,
+}
+
+impl Step {
+    /// The step of `W` on one point.
+    #[inline(always)]
+    fn apply<W: Minimal, V: Lane>(self, p: Point<V>) -> Point<V> {
+        match self {
+            Self::Input => W::input(p),
+            Self::InputAdjoint => W::input_adjoint(p),
+            Self::Weight => W::weight(p),
+            Self::WeightAdjoint => W::weight_adjoint(p),
+            Self::Output => W::output(p),
+            Self::OutputAdjoint => W::output_adjoint(p),
+        }
+    }
+
+    /// How many values the step reads and writes for `W`.
+    #[inline(always)]
+    fn arity<W: Minimal>(self) -> (usize, usize) {
+        let (m, alpha) = (W::M, W::ALPHA);
+        match self {
+            Self::Input | Self::InputAdjoint => (alpha, alpha),
+            Self::Weight => (3, alpha),
+            Self::WeightAdjoint => (alpha, 3),
+            Self::Output => (alpha, m),
+            Self::OutputAdjoint => (m, alpha),
+        }
+    }
+}
+
+/// Applies `step` of `W` place by place along the runs: `outs[i][x] = step(ins[·][x])[i]`, over
+/// the output runs' common length.
+///
+/// The places go 8 at a time, then 4, in `wide`'s vectors, and the rest one by one: explicit
+/// vectors need no proof that the runs do not overlap, which the compiler could not find for
+/// up to 6 inputs and 6 outputs (written as a plain loop, this did not vectorise), and the
+/// short runs of ResNet-18's small maps (2 to 14 tiles) still get a vector step.
+#[inline(always)]
+fn along<W: Minimal>(step: Step, ins: [&[f32]; MAX_ALPHA], mut outs: [&mut [f32]; MAX_ALPHA]) {
+    use wide::{f32x4, f32x8};
+    let (n_in, n_out) = step.arity::<W>();
+    let n = outs[0].len();
+    let ins: [&[f32]; MAX_ALPHA] = std::array::from_fn(|k| if k < n_in { &ins[k][..n] } else { &[][..] });
+    for (i, out) in outs.iter_mut().enumerate() {
+        let run = std::mem::take(out);
+        *out = if i < n_out { &mut run[..n] } else { &mut run[..0] };
+    }
+    let mut x = 0;
+    while x + 8 <= n {
+        let point: Point<f32x8> = std::array::from_fn(|k| {
+            if k < n_in {
+                f32x8::new(ins[k][x..x + 8].try_into().expect("8 values"))
+            } else {
+                f32x8::default()
+            }
+        });
+        let result = step.apply::<W, _>(point);
+        for (out, r) in outs.iter_mut().zip(result).take(n_out) {
+            out[x..x + 8].copy_from_slice(&r.to_array());
+        }
+        x += 8;
+    }
+    if x + 4 <= n {
+        let point: Point<f32x4> = std::array::from_fn(|k| {
+            if k < n_in {
+                f32x4::new(ins[k][x..x + 4].try_into().expect("4 values"))
+            } else {
+                f32x4::default()
+            }
+        });
+        let result = step.apply::<W, _>(point);
+        for (out, r) in outs.iter_mut().zip(result).take(n_out) {
+            out[x..x + 4].copy_from_slice(&r.to_array());
+        }
+        x += 4;
+    }
+    for x in x..n {
+        let point: Point<f32> = std::array::from_fn(|k| if k < n_in { ins[k][x] } else { 0.0 });
+        let result = step.apply::<W, _>(point);
+        for (out, r) in outs.iter_mut().zip(result).take(n_out) {
+            out[x] = r;
+        }
+    }
+}
+
+/// `count` runs of `buf` (`count ≤ MAX_ALPHA`), run `k` being `run(k)`, as [`along`] takes them.
+#[inline(always)]
+fn runs<'a>(count: usize, run: impl Fn(usize) -> &'a [f32]) -> [&'a [f32]; MAX_ALPHA] {
+    std::array::from_fn(|k| if k < count { run(k) } else { &[][..] })
+}
+
+/// `count` disjoint runs of `len` values of `buf` (`count ≤ MAX_ALPHA`), run `i` starting at
+/// `first + i·stride` (`stride ≥ len`), as [`along`] writes them.
+#[inline(always)]
+fn runs_mut(buf: &mut [f32], first: usize, stride: usize, count: usize, len: usize) -> [&mut [f32]; MAX_ALPHA] {
+    let mut out: [&mut [f32]; MAX_ALPHA] = Default::default();
+    let mut rest = &mut buf[first..];
+    for (i, slot) in out.iter_mut().take(count).enumerate() {
+        let step = if i + 1 < count { stride } else { len };
+        let (run, tail) = std::mem::take(&mut rest).split_at_mut(step);
+        *slot = &mut run[..len];
+        rest = tail;
+    }
+    out
+}
+
+/// Which algorithm a 3 × 3 stride-1 convolution takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// F(2 × 2, 3 × 3).
+    F2,
+    /// F(4 × 4, 3 × 3).
+    F4,
+}
+
+impl Route {
+    /// The output tile's side.
+    fn m(self) -> usize {
+        match self {
+            Self::F2 => F2::M,
+            Self::F4 => F4::M,
+        }
+    }
+
+    /// How many times fewer multiply-adds the products need than the direct convolution's 9
+    /// per output position and channel pair: `9·Ho·Wo / (α²·⌈Ho/m⌉·⌈Wo/m⌉)` (tiles that hang
+    /// over the output's edge compute positions nobody reads).
+    fn reduction(self, [ho, wo]: [usize; 2]) -> f64 {
+        let (m, alpha) = (self.m(), self.m() + 2);
+        let tiles = ho.div_ceil(m) * wo.div_ceil(m);
+        9.0 * (ho * wo) as f64 / (alpha * alpha * tiles) as f64
+    }
+}
+
+/// The output positions of a batch (`B·Ho·Wo`) from which F(4 × 4) is a candidate.
+///
+/// Its transformed weight is 36 values per channel pair against F(2 × 2)'s 16 (written for the
+/// forward and the input gradient, and the weight gradient read from as many): a cost per
+/// channel pair, which the products' saving (also per channel pair, times the positions) repays
+/// only over enough positions. Measured on ResNet-18's layers at 112², batch 32
+/// (`benches/conv.rs` with `DML_WINOGRAD=f2` and `f4`, forward + backward, ms):
+///
+/// | layer | positions | F(2 × 2) | F(4 × 4) |
+/// |---|---|---|---|
+/// | 64 ch, 28² | 25,088 | 25.4–26.4 | 19.6–20.0 |
+/// | 128 ch, 14² | 6,272 | 15.5–15.9 | 14.3 |
+/// | 256 ch, 7² | 1,568 | 17.4–17.6 | 14.9–15.0 |
+/// | 512 ch, 4² | 512 | 23.2–23.9 | 32.1–36.7 |
+///
+/// F(4 × 4) only replaces F(2 × 2), never the direct route: where the direct product beat
+/// F(2 × 2) it beat F(4 × 4) too (the small CNN's 64 → 128 at 7² and 128 → 256 at 3², batch
+/// 128, have the positions but too few channels: its training step went from 78–80 to 86–87 ms).
+const F4_MIN_POSITIONS: usize = 1_024;
+
+/// The route a convolution takes, if any: a 3 × 3 kernel of stride 1 (any padding) where the
+/// saving pays for the transforms.
+///
+/// With the products shrunk `r` times ([`Route::reduction`]) and the transforms costing a
+/// fixed number of operations per position and channel, F(2 × 2) is worth it when
+/// `min(C, O) · (1 − 1/r) ≥ 32`, a threshold measured on this project's backbones (training
+/// steps, 2 threads): every 3 × 3 stage of ResNet-18 at 112² gained (64 channels at 28², 512 at
+/// 4²: the step went from 0.69 to 0.60 s), while the small CNN's 64 → 128 at 7² (`r` = 1.72) and
+/// 128 → 256 at 3² (`r` = 1.27) lost, by 3 % of its step. Where F(2 × 2) pays, F(4 × 4) takes
+/// over from [`F4_MIN_POSITIONS`] output positions on, if its tiles save more. [`SWITCH`] can pin either algorithm (where the
+/// threshold, with its own `r`, lets it pay).
+pub(crate) fn route(s: &Conv2dShape) -> Option<Route> {
+    if s.kernel != [3, 3] || s.stride != [1, 1] {
+        return None;
+    }
+    let out = s.output_size().ok().filter(|&[ho, wo]| ho > 0 && wo > 0)?;
+    let narrow = s.channels.min(s.out_channels) as f64;
+    let pays = |route: Route| narrow * (1.0 - 1.0 / route.reduction(out)) >= 32.0;
+    match setting() {
+        Setting::Off => None,
+        Setting::Only(route) => pays(route).then_some(route),
+        Setting::Auto => pays(Route::F2).then(|| {
+            let many = s.batch * out[0] * out[1] >= F4_MIN_POSITIONS;
+            if many && Route::F4.reduction(out) > Route::F2.reduction(out) {
+                Route::F4
+            } else {
+                Route::F2
+            }
+        }),
+    }
+}
+
+/// Whether a convolution goes through this module ([`route`] finds one).
+pub(crate) fn applies(s: &Conv2dShape) -> bool {
+    route(s).is_some()
+}
+
+/// The environment variable that switches the Winograd route off (`0`, `false`, `off`) for
+/// results computed the direct way, e.g. to compare with another library bit for bit closer,
+/// or pins it to one algorithm (`f2`, `f4`) to compare them.
+pub const SWITCH: &str = "DML_WINOGRAD";
+
+/// What [`SWITCH`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setting {
+    /// The direct convolution everywhere.
+    Off,
+    /// The algorithm that saves more, where one pays.
+    Auto,
+    /// This algorithm where it pays.
+    Only(Route),
+}
+
+/// [`SWITCH`]'s setting, read once when the first convolution runs, so that a forward pass and
+/// its backward pass always agree on the route (the kept transform means nothing to another
+/// one). A value that is none of `0`/`1`, `false`/`true`, `off`/`on`, `f2`/`f4` keeps the
+/// default and is reported on standard error, naming the variable.
+fn setting() -> Setting {
+    static SETTING: std::sync::OnceLock<Setting> = std::sync::OnceLock::new();
+    *SETTING.get_or_init(|| {
+        let value = std::env::var(SWITCH).ok();
+        parse_switch(value.as_deref()).unwrap_or_else(|message| {
+            eprintln!("warning: {message}; the Winograd convolutions stay on");
+            Setting::Auto
+        })
+    })
+}
+
+/// Whether wide 3 × 3 stride-1 convolutions take the Winograd route: yes unless [`SWITCH`] says
+/// otherwise.
+pub fn enabled() -> bool {
+    setting() != Setting::Off
+}
+
+/// [`SWITCH`]'s value as a setting: unset is on.
+fn parse_switch(value: Option<&str>) -> Result<Setting, String> {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("1" | "true" | "on") => Ok(Setting::Auto),
+        Some("0" | "false" | "off") => Ok(Setting::Off),
+        Some("f2") => Ok(Setting::Only(Route::F2)),
+        Some("f4") => Ok(Setting::Only(Route::F4)),
+        Some(other) => Err(format!(
+            "{SWITCH}={other:?} is not one of 0, 1, false, true, off, on, f2, f4"
+        )),
+    }
+}
+
+/// How the output of a convolution is cut into m × m tiles.
+#[derive(Clone, Copy, Debug)]
+struct Tiling {
+    /// `[Ho, Wo]`.
+    out: [usize; 2],
+    /// Tile rows and columns per image, `⌈Ho/m⌉` and `⌈Wo/m⌉`.
+    th: usize,
+    tw: usize,
+    /// Tiles of the batch, `T = B·th·tw`.
+    tiles: usize,
+    /// The padded input plane every tile reads from: `m·th + 2` rows of `m·tw + 2` columns,
+    /// each stored as m phases (columns `≡ 0, 1, … mod m`) of `len = tw + 1` values.
+    rows: usize,
+    len: usize,
+}
+
+impl Tiling {
+    fn new(s: &Conv2dShape, m: usize) -> Self {
+        let out = s.output_size().expect("a checked convolution shape");
+        let (th, tw) = (out[0].div_ceil(m), out[1].div_ceil(m));
+        Self {
+            out,
+            th,
+            tw,
+            tiles: s.batch * th * tw,
+            rows: m * th + 2,
+            len: tw + 1,
+        }
+    }
+}
+
+/// Length of the transformed input `V` `[C, α², T]` that [`forward`] writes and [`backward`]
+/// reads (0 where no route applies).
+pub(crate) fn transformed_len(s: &Conv2dShape) -> usize {
+    match route(s) {
+        None => 0,
+        Some(route) => {
+            let (m, alpha) = (route.m(), route.m() + 2);
+            s.channels * alpha * alpha * Tiling::new(s, m).tiles
+        }
+    }
+}
+
+/// `V = Bᵀ d B` for every tile and input channel, into `v` `[C, α², T]` (every entry written).
+/// The columns are combined once per padded input row (a patch row is shared by the tile rows
+/// whose patches overlap there), the rows over the image's whole run of tiles at once.
+fn transform_input<W: Minimal>(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &mut [f32]) {
+    let (m, alpha) = (W::M, W::ALPHA);
+    let plane = s.height * s.width;
+    let (top, left) = (s.padding[0].0, s.padding[1].0);
+    let (tw, len) = (t.tw, t.len);
+    let per_image = t.th * tw;
+    // Padded row `r` is band `r / m` of row phase `r % m`.
+    let bands = t.th + 1;
+    v.par_chunks_mut((alpha * alpha * t.tiles).max(1))
+        .enumerate()
+        .for_each(|(c, out)| {
+            // One padded row split by column phase; its padding columns are never written, so
+            // stay 0.
+            let mut padded = vec![0.0f32; m * len];
+            // The column combinations ν of every padded row, `[ν][row phase][band][tile
+            // column]`: so that the rows `m·ty + k` of all tile rows are one run for each `k`.
+            // The rows that are padding are never written, so stay 0.
+            let mut columns = vec![0.0f32; alpha * m * bands * tw];
+            let at = |nu: usize, row: usize| ((nu * m + row % m) * bands + row / m) * tw;
+            for b in 0..s.batch {
+                let src = &input[(b * s.channels + c) * plane..][..plane];
+                for iy in 0..s.height {
+                    split_phases(&src[iy * s.width..][..s.width], left, m, len, &mut padded);
+                    // Column l of tile tx's patch is entry tx + l/m of phase l % m.
+                    let d = runs(alpha, |l| &padded[(l % m) * len + l / m..][..tw]);
+                    let stride = m * bands * tw;
+                    along::<W>(
+                        Step::Input,
+                        d,
+                        runs_mut(&mut columns, at(0, iy + top), stride, alpha, tw),
+                    );
+                }
+                let first = b * per_image;
+                for nu in 0..alpha {
+                    // Patch row k of every tile: padded row m·ty + k, ty = 0..th.
+                    let d = runs(alpha, |k| &columns[at(nu, k)..][..per_image]);
+                    let v = runs_mut(out, nu * t.tiles + first, alpha * t.tiles, alpha, per_image);
+                    along::<W>(Step::Input, d, v);
+                }
+            }
+        });
+}
+
+/// `U = G g Gᵀ` for every output and input channel, `[O, α², C]`. Each output channel's
+/// kernels are first laid out as 9 rows of `C`, so that the combinations run along the input
+/// channels.
+fn transform_weight<W: Minimal>(s: &Conv2dShape, weight: &[f32], u: &mut [f32]) {
+    let (c, alpha) = (s.channels, W::ALPHA);
+    let positions = alpha * alpha;
+    u[..s.out_channels * positions * c]
+        .par_chunks_mut((positions * c).max(1))
+        .enumerate()
+        .for_each(|(oi, out)| {
+            let mut g = vec![0.0f32; 9 * c];
+            for (ci, kernel) in weight[oi * c * 9..][..c * 9].chunks_exact(9).enumerate() {
+                for (k, &value) in kernel.iter().enumerate() {
+                    g[k * c + ci] = value;
+                }
+            }
+            // G along the kernel's rows: h[ξ][j] for j the kernel column, rows of C.
+            let mut h = vec![0.0f32; alpha * 3 * c];
+            for j in 0..3 {
+                let gk = runs(3, |i| &g[(3 * i + j) * c..][..c]);
+                along::<W>(Step::Weight, gk, runs_mut(&mut h, j * c, 3 * c, alpha, c));
+            }
+            // Then along its columns.
+            for xi in 0..alpha {
+                let hj = runs(3, |j| &h[(3 * xi + j) * c..][..c]);
+                along::<W>(Step::Weight, hj, runs_mut(out, xi * alpha * c, c, alpha, c));
+            }
+        });
+}
+
+/// The α² products `out_e [m, n] = a_e · b_e`, one per transformed position, each on one
+/// thread and the positions spread over the threads: a single position's product is often too
+/// small to split (64 × 64 × 6,272 in ResNet-18's first stage), 16 or 36 of them balance.
+fn products<'a, 'b>(
+    out: &mut [f32],
+    positions: usize,
+    [m, n, k]: [usize; 3],
+    a: impl Fn(usize) -> View<'a> + Sync,
+    b: impl Fn(usize) -> View<'b> + Sync,
+) {
+    out[..positions * m * n]
+        .par_chunks_mut((m * n).max(1))
+        .enumerate()
+        .for_each(|(e, c)| sgemm::sgemm(c, [m, n, k], a(e), b(e), false, false));
+}
+
+/// `Y = Aᵀ M A` for every tile and output channel, written to `y` `[O, B·Ho·Wo]`. Positions
+/// past the output's last row or column are dropped.
+fn transform_output<W: Minimal>(t: &Tiling, [batch, o]: [usize; 2], m: &[f32], y: &mut [f32]) {
+    let (side, alpha) = (W::M, W::ALPHA);
+    let [ho, wo] = t.out;
+    let n = batch * ho * wo;
+    // `M_e` is `[O, T]`; `y` holds `O` rows of `n`.
+    let (tw, per_e) = (t.tw, o * t.tiles);
+    let per_image = t.th * tw;
+    y[..o * n].par_chunks_mut(n.max(1)).enumerate().for_each(|(oi, out)| {
+        // m rows (ξ combined) of α columns, [i][ν][tile], then the m × m results [i][j][tile].
+        let mut q = vec![0.0f32; side * alpha * per_image];
+        let mut r = vec![0.0f32; side * side * per_image];
+        for b in 0..batch {
+            let first = b * per_image;
+            let me = |e: usize| &m[e * per_e + oi * t.tiles + first..][..per_image];
+            for nu in 0..alpha {
+                let column = runs(alpha, |xi| me(xi * alpha + nu));
+                let rows = runs_mut(&mut q, nu * per_image, alpha * per_image, side, per_image);
+                along::<W>(Step::Output, column, rows);
+            }
+            for i in 0..side {
+                let qi = runs(alpha, |nu| &q[(i * alpha + nu) * per_image..][..per_image]);
+                let results = runs_mut(&mut r, i * side * per_image, per_image, side, per_image);
+                along::<W>(Step::Output, qi, results);
+            }
+            for ty in 0..t.th {
+                for i in 0..side {
+                    let row = side * ty + i;
+                    if row >= ho {
+                        break;
+                    }
+                    let line = &mut out[b * ho * wo + row * wo..][..wo];
+                    // Column m·tx + j of the row is r[i][j][ty·tw + tx]: phase j of the row.
+                    join_phases(&r[i * side * per_image + ty * tw..], side, per_image, 0, line);
+                }
+            }
+        }
+    });
+}
+
+/// The convolution of `input` `[B, C, H, W]` with `weight` `[O, C, 3, 3]`, channel-major into
+/// `y` `[O, B·Ho·Wo]` (every entry written), by the shape's [`route`]; the transformed input is
+/// left in `v` ([`transformed_len`] values) for [`backward`].
+pub(crate) fn forward(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f32], v: &mut [f32]) {
+    match route(s).expect("a convolution the Winograd route applies to") {
+        Route::F2 => forward_by::<F2>(s, input, weight, y, v),
+        Route::F4 => forward_by::<F4>(s, input, weight, y, v),
+    }
+}
+
+/// [`forward`] by the algorithm `W`.
+fn forward_by<W: Minimal>(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f32], v: &mut [f32]) {
+    let t = Tiling::new(s, W::M);
+    let (o, c, positions) = (s.out_channels, s.channels, W::ALPHA * W::ALPHA);
+    transform_input::<W>(s, &t, input, v);
+    let v: &[f32] = v;
+    with_scratch(o * positions * c, |u| {
+        transform_weight::<W>(s, weight, u);
+        let u: &[f32] = u;
+        with_scratch(positions * o * t.tiles, |m| {
+            products(
+                m,
+                positions,
+                [o, t.tiles, c],
+                |e| View {
+                    data: &u[e * c..],
+                    rs: positions * c,
+                    cs: 1,
+                },
+                |e| View {
+                    data: &v[e * t.tiles..],
+                    rs: positions * t.tiles,
+                    cs: 1,
+                },
+            );
+            transform_output::<W>(&t, [s.batch, o], m, y);
+        });
+    });
+}
+
+/// `∂M = A ∂Y Aᵀ` for every tile and output channel, `[O, α², T]`, from `dy` `[O, B·Ho·Wo]`
+/// (the adjoint of [`transform_output`]: the positions past the output's edge contribute
+/// nothing).
+fn transform_output_grad<W: Minimal>(t: &Tiling, batch: usize, dy: &[f32], dm: &mut [f32]) {
+    let (side, alpha) = (W::M, W::ALPHA);
+    let [ho, wo] = t.out;
+    let n = batch * ho * wo;
+    let tw = t.tw;
+    let per_image = t.th * tw;
+    dm.par_chunks_mut((alpha * alpha * t.tiles).max(1))
+        .enumerate()
+        .for_each(|(oi, out)| {
+            let row = &dy[oi * n..][..n];
+            // One image's gradient as [i][j][tile] runs (row i of every tile, its column phase
+            // j), then combined along ξ into [ξ][j][tile].
+            let mut g = vec![0.0f32; side * side * per_image];
+            let mut r = vec![0.0f32; alpha * side * per_image];
+            for b in 0..batch {
+                for ty in 0..t.th {
+                    for i in 0..side {
+                        let y = side * ty + i;
+                        let at = i * side * per_image + ty * tw;
+                        for j in 0..side {
+                            g[at + j * per_image..][..tw].fill(0.0);
+                        }
+                        if y < ho {
+                            split_phases(&row[b * ho * wo + y * wo..][..wo], 0, side, per_image, &mut g[at..]);
+                        }
+                    }
+                }
+                for j in 0..side {
+                    let gi = runs(side, |i| &g[(i * side + j) * per_image..][..per_image]);
+                    let rows = runs_mut(&mut r, j * per_image, side * per_image, alpha, per_image);
+                    along::<W>(Step::OutputAdjoint, gi, rows);
+                }
+                let first = b * per_image;
+                for xi in 0..alpha {
+                    let rj = runs(side, |j| &r[(xi * side + j) * per_image..][..per_image]);
+                    let dm = runs_mut(out, xi * alpha * t.tiles + first, t.tiles, alpha, per_image);
+                    along::<W>(Step::OutputAdjoint, rj, dm);
+                }
+            }
+        });
+}
+
+/// `∂g = Gᵀ ∂U G` for every channel pair, from `du` `[α², O, C]` to `[O, C, 3, 3]` (the adjoint
+/// of [`transform_weight`]), combined along the input channels and laid out as kernels at the
+/// end.
+fn transform_weight_grad<W: Minimal>(s: &Conv2dShape, du: &[f32]) -> Vec<f32> {
+    let (o, c, alpha) = (s.out_channels, s.channels, W::ALPHA);
+    let mut dw = vec![0.0f32; o * c * 9];
+    dw.par_chunks_mut((c * 9).max(1)).enumerate().for_each(|(oi, out)| {
+        let at = |xi: usize, nu: usize| &du[((xi * alpha + nu) * o + oi) * c..][..c];
+        // Along ν first: h[ξ][j], rows of C.
+        let mut h = vec![0.0f32; alpha * 3 * c];
+        for xi in 0..alpha {
+            let u = runs(alpha, |nu| at(xi, nu));
+            along::<W>(Step::WeightAdjoint, u, runs_mut(&mut h, 3 * xi * c, c, 3, c));
+        }
+        // Then along ξ: g[i][j] at (3i + j), rows of C.
+        let mut g = vec![0.0f32; 9 * c];
+        for j in 0..3 {
+            let hx = runs(alpha, |xi| &h[(3 * xi + j) * c..][..c]);
+            along::<W>(Step::WeightAdjoint, hx, runs_mut(&mut g, j * c, 3 * c, 3, c));
+        }
+        for (ci, kernel) in out.chunks_exact_mut(9).enumerate() {
+            for (k, value) in kernel.iter_mut().enumerate() {
+                *value = g[k * c + ci];
+            }
+        }
+    });
+    dw
+}
+
+/// `∂x = Σ_tiles B ∂V Bᵀ` placed at every tile's patch, from `dv` `[α², C, T]` to
+/// `[B, C, H, W]` (the adjoint of [`transform_input`]: the overlapping patches add up).
+fn transform_input_grad<W: Minimal>(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> Vec<f32> {
+    let (side, alpha) = (W::M, W::ALPHA);
+    let plane = s.height * s.width;
+    let (top, left) = (s.padding[0].0, s.padding[1].0);
+    let (tw, len) = (t.tw, t.len);
+    let row_len = side * len;
+    let per_e = s.channels * t.tiles;
+    let total = s.batch * s.channels * plane;
+    let fill = |out: SharedOut| {
+        (0..s.channels).into_par_iter().for_each(|c| {
+            let mut padded = vec![0.0f32; t.rows * row_len];
+            let per_image = t.th * tw;
+            // The ξ-combinations of one image's tiles, [k][ν][tile], then the patches' values
+            // [k][l][tile].
+            let mut e = vec![0.0f32; alpha * alpha * per_image];
+            let mut p = vec![0.0f32; alpha * alpha * per_image];
+            let mut line = vec![0.0f32; s.width];
+            for b in 0..s.batch {
+                let first = b * per_image;
+                let dve = |xi: usize, nu: usize| &dv[(xi * alpha + nu) * per_e + c * t.tiles + first..][..per_image];
+                // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
+                for nu in 0..alpha {
+                    let v = runs(alpha, |xi| dve(xi, nu));
+                    let rows = runs_mut(&mut e, nu * per_image, alpha * per_image, alpha, per_image);
+                    along::<W>(Step::InputAdjoint, v, rows);
+                }
+                // p[k][l] = Σ_ν e[k][ν] Bᵀ[ν][l].
+                for k in 0..alpha {
+                    let ek = runs(alpha, |nu| &e[(k * alpha + nu) * per_image..][..per_image]);
+                    let values = runs_mut(&mut p, k * alpha * per_image, per_image, alpha, per_image);
+                    along::<W>(Step::InputAdjoint, ek, values);
+                }
+                // The patches overlap by two rows and columns: patch value (k, l) of tile
+                // (ty, tx) lands on padded row m·ty + k, column m·tx + l, that is entry
+                // tx + l/m of the row's phase l % m.
+                padded.fill(0.0);
+                for ty in 0..t.th {
+                    for k in 0..alpha {
+                        let row = &mut padded[(side * ty + k) * row_len..][..row_len];
+                        for l in 0..alpha {
+                            let at = (l % side) * len + l / side;
+                            let values = &p[(k * alpha + l) * per_image + ty * tw..][..tw];
+                            for (d, &x) in row[at..][..tw].iter_mut().zip(values) {
+                                *d += x;
+                            }
+                        }
+                    }
+                }
+                for iy in 0..s.height {
+                    join_phases(&padded[(iy + top) * row_len..][..row_len], side, len, left, &mut line);
+                    // SAFETY: this task alone writes channel c's planes.
+                    unsafe { out.write_run((b * s.channels + c) * plane + iy * s.width, line.iter().copied()) };
+                }
+            }
+        });
+    };
+    // SAFETY: every task writes exactly the planes of its channel, each value once (the loop
+    // over `iy` covers the whole plane).
+    let (dx, ()) = unsafe { filled_vec(total, fill) };
+    dx
+}
+
+/// The gradients of [`forward`] from `dy` `[O, B·Ho·Wo]`: `(∂input [B, C, H, W], ∂weight
+/// [O, C, 3, 3])`, each when asked for. `v` is the transformed input [`forward`] left, when it
+/// was kept (else the input is transformed again, if the weight gradient needs it).
+pub(crate) fn backward(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    v: Option<&[f32]>,
+    wanted: [bool; 2],
+) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
+    match route(s).expect("a convolution the Winograd route applies to") {
+        Route::F2 => backward_by::<F2>(s, input, weight, dy, v, wanted),
+        Route::F4 => backward_by::<F4>(s, input, weight, dy, v, wanted),
+    }
+}
+
+/// [`backward`] by the algorithm `W`.
+fn backward_by<W: Minimal>(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    v: Option<&[f32]>,
+    [want_input, want_weight]: [bool; 2],
+) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
+    let t = Tiling::new(s, W::M);
+    let (o, c, tiles, positions) = (s.out_channels, s.channels, t.tiles, W::ALPHA * W::ALPHA);
+    with_scratch(o * positions * tiles, |dm| {
+        transform_output_grad::<W>(&t, s.batch, dy, dm);
+        let dm: &[f32] = dm;
+        let dm_view = |e: usize| View {
+            data: &dm[e * tiles..],
+            rs: positions * tiles,
+            cs: 1,
+        };
+        let weight_grad = want_weight.then(|| {
+            let from = |v: &[f32]| {
+                // ∂U_e [O, C] = ∂M_e [O, T] · V_eᵀ [T, C].
+                with_scratch(positions * o * c, |du| {
+                    products(du, positions, [o, c, tiles], dm_view, |e| View {
+                        data: &v[e * tiles..],
+                        rs: 1,
+                        cs: positions * tiles,
+                    });
+                    transform_weight_grad::<W>(s, du)
+                })
+            };
+            match v {
+                Some(v) => from(v),
+                None => with_scratch(c * positions * tiles, |v| {
+                    transform_input::<W>(s, &t, input, v);
+                    from(v)
+                }),
+            }
+        });
+        let input_grad = want_input.then(|| {
+            with_scratch(c * positions * o, |ut| {
+                // The transformed weight of the transposed kernels, `[C, α², O]`: `U_eᵀ`
+                // row-major, which the product reads in place (gathering it from `[O, α², C]`
+                // column by column made this product 1.6 times slower than the forward one at
+                // 512 channels).
+                with_scratch(o * c * 9, |swapped| {
+                    swap_leading_into(&weight[..o * c * 9], o, c, 9, swapped);
+                    let flipped = Conv2dShape {
+                        channels: o,
+                        out_channels: c,
+                        ..*s
+                    };
+                    transform_weight::<W>(&flipped, swapped, ut);
+                });
+                let ut: &[f32] = ut;
+                with_scratch(positions * c * tiles, |dv| {
+                    // ∂V_e [C, T] = U_eᵀ [C, O] · ∂M_e [O, T].
+                    products(
+                        dv,
+                        positions,
+                        [c, tiles, o],
+                        |e| View {
+                            data: &ut[e * o..],
+                            rs: positions * o,
+                            cs: 1,
+                        },
+                        dm_view,
+                    );
+                    transform_input_grad::<W>(s, &t, dv)
+                })
+            })
+        });
+        (input_grad, weight_grad)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::tests::naive;
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        crate::shared::test_values(n, seed, 500.0, 400.0)
+    }
+
+    /// Every 3 × 3 stride-1 geometry from 1 × 1 to 6 × 7 inputs (odd and even output sizes, so
+    /// tiles that hang over the output's edge) with no, symmetric and one-sided padding.
+    fn geometries() -> Vec<Conv2dShape> {
+        let mut out = Vec::new();
+        for (height, width) in [(1, 1), (2, 3), (3, 3), (4, 5), (6, 7), (7, 4)] {
+            for padding in [[(0, 0), (0, 0)], [(1, 1), (1, 1)], [(2, 0), (0, 2)], [(2, 2), (1, 0)]] {
+                let s = Conv2dShape {
+                    batch: 2,
+                    channels: 3,
+                    height,
+                    width,
+                    out_channels: 5,
+                    kernel: [3, 3],
+                    stride: [1, 1],
+                    padding,
+                };
+                if s.output_size().is_ok() {
+                    out.push(s);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_switch_reads_the_usual_spellings_and_names_itself_otherwise() {
+        for (value, want) in [
+            (None, Setting::Auto),
+            (Some("1"), Setting::Auto),
+            (Some(" On "), Setting::Auto),
+            (Some("0"), Setting::Off),
+            (Some("false"), Setting::Off),
+            (Some("OFF"), Setting::Off),
+            (Some("f2"), Setting::Only(Route::F2)),
+            (Some("F4"), Setting::Only(Route::F4)),
+        ] {
+            assert_eq!(parse_switch(value), Ok(want), "{value:?}");
+        }
+        let error = parse_switch(Some("no")).unwrap_err();
+        assert!(error.contains("DML_WINOGRAD") && error.contains("\"no\""), "{error}");
+    }
+
+    #[test]
+    fn wide_three_by_three_kernels_of_stride_one_take_this_route() {
+        let layer = |channels, out_channels, side| Conv2dShape {
+            batch: 32,
+            channels,
+            height: side,
+            width: side,
+            out_channels,
+            kernel: [3, 3],
+            stride: [1, 1],
+            padding: [(1, 1), (1, 1)],
+        };
+        // ResNet-18's four stages at 112² (28², 14², 7², 4² maps) and ResNet-50's last at 224²:
+        // F(4 × 4) saves 4 times at 28², 3.06 times at 14² and 7² (where its tiles hang over the
+        // edge), F(2 × 2) 2.25 and 1.72 times; the last stage has too few output positions for
+        // F(4 × 4) to repay its larger transformed weight.
+        for (c, side) in [(64, 28), (128, 14), (256, 7)] {
+            assert_eq!(route(&layer(c, c, side)), Some(Route::F4), "{c} channels at {side}²");
+        }
+        assert_eq!(route(&layer(512, 512, 4)), Some(Route::F2));
+        assert_eq!(Route::F4.reduction([28, 28]), 4.0);
+        assert_eq!(Route::F2.reduction([28, 28]), 2.25);
+        assert!((Route::F4.reduction([7, 7]) - 9.0 * 49.0 / (36.0 * 4.0)).abs() < 1e-12);
+        assert!((Route::F2.reduction([7, 7]) - 9.0 * 49.0 / (16.0 * 16.0)).abs() < 1e-12);
+        // The small CNN's layers (too few channels, or 7² and 3² maps whose edge tiles waste
+        // most of F(2 × 2)'s saving and too few positions for F(4 × 4)), strided and non-3 × 3
+        // kernels.
+        for (c, o, side) in [(3, 32, 28), (32, 64, 14), (64, 128, 7), (128, 256, 3)] {
+            assert!(!applies(&layer(c, o, side)), "{c} → {o} at {side}²");
+        }
+        let wide = layer(256, 256, 14);
+        assert!(!applies(&Conv2dShape { stride: [2, 2], ..wide }));
+        assert!(!applies(&Conv2dShape { kernel: [3, 2], ..wide }));
+        assert!(!applies(&Conv2dShape { kernel: [1, 1], ..wide }));
+        // The transformed input is 36/144 of the unfolded one: each 4 × 4 tile keeps 36 values
+        // per channel where im2col keeps 16 · 9.
+        let stage = layer(64, 64, 28);
+        assert_eq!(transformed_len(&stage), 64 * 36 * 32 * 7 * 7);
+        assert_eq!(stage.unfolded_len(), transformed_len(&stage));
+        assert_eq!(stage.depth() * 32 * 28 * 28 * 36, transformed_len(&stage) * 144);
+    }
+
+    /// The transformed input's length for the algorithm `W`, whichever route the shape takes.
+    fn len<W: Minimal>(s: &Conv2dShape) -> usize {
+        s.channels * W::ALPHA * W::ALPHA * Tiling::new(s, W::M).tiles
+    }
+
+    /// `T x` for the row-major `rows × cols` matrix `t`, in f64.
+    fn times(t: &[f64], cols: usize, x: &[f64]) -> Vec<f64> {
+        t.chunks_exact(cols)
+            .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
+            .collect()
+    }
+
+    /// `Tᵀ x`.
+    fn times_transposed(t: &[f64], cols: usize, x: &[f64]) -> Vec<f64> {
+        (0..cols)
+            .map(|j| t.chunks_exact(cols).zip(x).map(|(row, b)| row[j] * b).sum())
+            .collect()
+    }
+
+    /// Every function of `W` is the matrix it says: applied to points of distinct values, each
+    /// output equals the matrix-vector product in f64, and the entries past the outputs are 0.
+    fn functions_are_the_matrices<W: Minimal>() {
+        let (m, alpha) = (W::M, W::ALPHA);
+        assert_eq!(
+            (W::BT.len(), W::G.len(), W::AT.len()),
+            (alpha * alpha, alpha * 3, m * alpha)
+        );
+        let check = |what: &str, step: Step, want: &dyn Fn(&[f64]) -> Vec<f64>| {
+            let (n_in, _) = step.arity::<W>();
+            for seed in 0..4 {
+                let values = values(n_in, 11 + seed);
+                let mut point = [0.0f32; MAX_ALPHA];
+                point[..n_in].copy_from_slice(&values);
+                let got = step.apply::<W, f32>(point);
+                let expected = want(&values.iter().map(|&v| v as f64).collect::<Vec<_>>());
+                for (i, &g) in got.iter().enumerate() {
+                    let e = expected.get(i).copied().unwrap_or(0.0);
+                    assert!(
+                        (g as f64 - e).abs() < 1e-5 * (1.0 + e.abs()),
+                        "F({m}×{m}) {what} row {i}: {g} vs {e}"
+                    );
+                }
+            }
+        };
+        check("Bᵀ", Step::Input, &|d| times(W::BT, alpha, d));
+        check("B", Step::InputAdjoint, &|v| times_transposed(W::BT, alpha, v));
+        check("G", Step::Weight, &|g| times(W::G, 3, g));
+        check("Gᵀ", Step::WeightAdjoint, &|u| times_transposed(W::G, 3, u));
+        check("Aᵀ", Step::Output, &|v| times(W::AT, alpha, v));
+        check("A", Step::OutputAdjoint, &|g| times_transposed(W::AT, alpha, g));
+    }
+
+    /// The matrices compute the 1-D correlation of α inputs with a 3-tap filter, the identity
+    /// behind the algorithm (Lavin & Gray eq. 5): `Aᵀ [(G g) ⊙ (Bᵀ d)] = (Σ_k d[i + k] g[k])_i`.
+    fn matrices_filter<W: Minimal>() {
+        let (m, alpha) = (W::M, W::ALPHA);
+        let d: Vec<f64> = (0..alpha).map(|i| (i as f64 * 0.37).sin() + 0.2).collect();
+        let g = [0.7, -1.3, 0.45];
+        let product: Vec<f64> = times(W::G, 3, &g)
+            .iter()
+            .zip(times(W::BT, alpha, &d))
+            .map(|(a, b)| a * b)
+            .collect();
+        let y = times(W::AT, alpha, &product);
+        for (i, &got) in y.iter().enumerate() {
+            let want: f64 = (0..3).map(|k| d[i + k] * g[k]).sum();
+            assert!((got - want).abs() < 1e-12, "F({m}×{m}) output {i}: {got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn the_algorithms_are_their_matrices_and_filter() {
+        functions_are_the_matrices::<F2>();
+        functions_are_the_matrices::<F4>();
+        matrices_filter::<F2>();
+        matrices_filter::<F4>();
+    }
+
+    #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
+    fn forward_matches_the_definition_of_the_convolution() {
+        assert!(sgemm::available(), "built for AVX-512F but running without it");
+        forward_matches::<F2>(1e-5);
+        // F(4 × 4)'s transforms scale values by up to 8 and by G's fractions: a few times the
+        // rounding error of F(2 × 2).
+        forward_matches::<F4>(4e-5);
+    }
+
+    fn forward_matches<W: Minimal>(tolerance: f64) {
+        for s in geometries() {
+            let x = values(s.batch * s.channels * s.height * s.width, 1);
+            let w = values(s.out_channels * s.channels * 9, 2);
+            let want = naive(&s, &x, &w, None);
+            let (o, hw) = (s.out_channels, s.out_plane());
+            // Stale values in both buffers: every entry must be written.
+            let mut y = vec![f32::NAN; o * s.batch * hw];
+            let mut v = vec![f32::NAN; len::<W>(&s)];
+            forward_by::<W>(&s, &x, &w, &mut y, &mut v[..len::<W>(&s)]);
+            for b in 0..s.batch {
+                for oi in 0..o {
+                    for p in 0..hw {
+                        let (got, want) = (y[oi * s.batch * hw + b * hw + p], want[(b * o + oi) * hw + p]);
+                        assert!(
+                            (got as f64 - want).abs() < tolerance * (1.0 + want.abs()),
+                            "F({m}×{m}) {s:?}: y[b {b}, o {oi}, {p}] {got} vs {want}",
+                            m = W::M
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
+    fn backward_is_the_adjoint_of_the_forward_with_or_without_the_kept_transform() {
+        backward_is_the_adjoint::<F2>(1e-4);
+        backward_is_the_adjoint::<F4>(1e-4);
+    }
+
+    fn backward_is_the_adjoint<W: Minimal>(tolerance: f64) {
+        // L = <g, conv(x, w)> is bilinear, so <∂L/∂x, δx> = L(x + δx) − L(x) exactly, and
+        // likewise for w; the reference L is the direct definition in f64.
+        for s in geometries() {
+            let (nx, nw) = (
+                s.batch * s.channels * s.height * s.width,
+                s.out_channels * s.channels * 9,
+            );
+            let (x, w) = (values(nx, 3), values(nw, 4));
+            let (o, hw) = (s.out_channels, s.out_plane());
+            let g = values(s.batch * o * hw, 5);
+            // g in the channel-major layout `backward` reads.
+            let mut dy = vec![0.0f32; g.len()];
+            for b in 0..s.batch {
+                for oi in 0..o {
+                    dy[oi * s.batch * hw + b * hw..][..hw].copy_from_slice(&g[(b * o + oi) * hw..][..hw]);
+                }
+            }
+            let mut y = vec![0.0f32; g.len()];
+            let mut v = vec![0.0f32; len::<W>(&s)];
+            forward_by::<W>(&s, &x, &w, &mut y, &mut v);
+            let (dx, dw) = backward_by::<W>(&s, &x, &w, &dy, Some(&v), [true, true]);
+            let (dx, dw) = (dx.unwrap(), dw.unwrap());
+            let (none_x, again) = backward_by::<W>(&s, &x, &w, &dy, None, [false, true]);
+            assert!(none_x.is_none());
+            assert_eq!(again.unwrap(), dw, "{s:?}: transformed again, the same weight gradient");
+            let loss = |x: &[f32], w: &[f32]| -> f64 {
+                naive(&s, x, w, None).iter().zip(&g).map(|(y, gg)| y * *gg as f64).sum()
+            };
+            let base = loss(&x, &w);
+            let shifted = |v: &[f32], d: &[f32]| -> Vec<f32> { v.iter().zip(d).map(|(a, b)| a + b).collect() };
+            let dot = |a: &[f32], b: &[f32]| -> f64 { a.iter().zip(b).map(|(p, q)| *p as f64 * *q as f64).sum() };
+            let (ddx, ddw) = (values(nx, 6), values(nw, 7));
+            for (what, change, predicted) in [
+                ("input", loss(&shifted(&x, &ddx), &w) - base, dot(&dx, &ddx)),
+                ("weight", loss(&x, &shifted(&w, &ddw)) - base, dot(&dw, &ddw)),
+            ] {
+                assert!(
+                    (change - predicted).abs() < tolerance * (1.0 + change.abs()),
+                    "F({m}×{m}) {s:?} {what}: change {change} vs predicted {predicted}",
+                    m = W::M
+                );
+            }
+        }
+    }
+}
