@@ -150,6 +150,53 @@ impl Step {
     }
 }
 
+/// Consecutive places of a run as one value the transforms compute with: `wide`'s vectors of
+/// 8 or 4, or one `f32`.
+trait Block: Lane {
+    /// Places per value.
+    const WIDTH: usize;
+    /// The first [`Self::WIDTH`] values of `run`.
+    fn load(run: &[f32]) -> Self;
+    /// Writes the value to the first [`Self::WIDTH`] places of `run`.
+    fn store(self, run: &mut [f32]);
+}
+
+impl Block for wide::f32x8 {
+    const WIDTH: usize = 8;
+    #[inline(always)]
+    fn load(run: &[f32]) -> Self {
+        Self::new(run[..8].try_into().expect("8 values"))
+    }
+    #[inline(always)]
+    fn store(self, run: &mut [f32]) {
+        run[..8].copy_from_slice(&self.to_array());
+    }
+}
+
+impl Block for wide::f32x4 {
+    const WIDTH: usize = 4;
+    #[inline(always)]
+    fn load(run: &[f32]) -> Self {
+        Self::new(run[..4].try_into().expect("4 values"))
+    }
+    #[inline(always)]
+    fn store(self, run: &mut [f32]) {
+        run[..4].copy_from_slice(&self.to_array());
+    }
+}
+
+impl Block for f32 {
+    const WIDTH: usize = 1;
+    #[inline(always)]
+    fn load(run: &[f32]) -> Self {
+        run[0]
+    }
+    #[inline(always)]
+    fn store(self, run: &mut [f32]) {
+        run[0] = self;
+    }
+}
+
 /// Applies `step` of `W` place by place along the runs: `outs[i][x] = step(ins[·][x])[i]`, over
 /// the output runs' common length.
 ///
@@ -159,7 +206,6 @@ impl Step {
 /// short runs of ResNet-18's small maps (2 to 14 tiles) still get a vector step.
 #[inline(always)]
 fn along<W: Minimal>(step: Step, ins: [&[f32]; MAX_ALPHA], mut outs: [&mut [f32]; MAX_ALPHA]) {
-    use wide::{f32x4, f32x8};
     let (n_in, n_out) = step.arity::<W>();
     let n = outs[0].len();
     let ins: [&[f32]; MAX_ALPHA] = std::array::from_fn(|k| if k < n_in { &ins[k][..n] } else { &[][..] });
@@ -167,41 +213,29 @@ fn along<W: Minimal>(step: Step, ins: [&[f32]; MAX_ALPHA], mut outs: [&mut [f32]
         let run = std::mem::take(out);
         *out = if i < n_out { &mut run[..n] } else { &mut run[..0] };
     }
+    let (wide8, wide4) = (<wide::f32x8 as Block>::WIDTH, <wide::f32x4 as Block>::WIDTH);
     let mut x = 0;
-    while x + 8 <= n {
-        let point: Point<f32x8> = std::array::from_fn(|k| {
-            if k < n_in {
-                f32x8::new(ins[k][x..x + 8].try_into().expect("8 values"))
-            } else {
-                f32x8::default()
-            }
-        });
-        let result = step.apply::<W, _>(point);
-        for (out, r) in outs.iter_mut().zip(result).take(n_out) {
-            out[x..x + 8].copy_from_slice(&r.to_array());
-        }
-        x += 8;
+    while x + wide8 <= n {
+        along_at::<W, wide::f32x8>(step, &ins, &mut outs, x);
+        x += wide8;
     }
-    if x + 4 <= n {
-        let point: Point<f32x4> = std::array::from_fn(|k| {
-            if k < n_in {
-                f32x4::new(ins[k][x..x + 4].try_into().expect("4 values"))
-            } else {
-                f32x4::default()
-            }
-        });
-        let result = step.apply::<W, _>(point);
-        for (out, r) in outs.iter_mut().zip(result).take(n_out) {
-            out[x..x + 4].copy_from_slice(&r.to_array());
-        }
-        x += 4;
+    if x + wide4 <= n {
+        along_at::<W, wide::f32x4>(step, &ins, &mut outs, x);
+        x += wide4;
     }
     for x in x..n {
-        let point: Point<f32> = std::array::from_fn(|k| if k < n_in { ins[k][x] } else { 0.0 });
-        let result = step.apply::<W, _>(point);
-        for (out, r) in outs.iter_mut().zip(result).take(n_out) {
-            out[x] = r;
-        }
+        along_at::<W, f32>(step, &ins, &mut outs, x);
+    }
+}
+
+/// [`along`] at the places `x..x + V::WIDTH`.
+#[inline(always)]
+fn along_at<W: Minimal, V: Block>(step: Step, ins: &[&[f32]; MAX_ALPHA], outs: &mut [&mut [f32]; MAX_ALPHA], x: usize) {
+    let (n_in, n_out) = step.arity::<W>();
+    let point: Point<V> = std::array::from_fn(|k| if k < n_in { V::load(&ins[k][x..]) } else { V::default() });
+    let result = step.apply::<W, V>(point);
+    for (out, r) in outs.iter_mut().zip(result).take(n_out) {
+        r.store(&mut out[x..]);
     }
 }
 
