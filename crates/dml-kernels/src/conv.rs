@@ -346,7 +346,16 @@ thread_local! {
 
 /// Runs `f` on a work buffer of `len` values with arbitrary contents.
 pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    let mut buf = SCRATCH.with(|s| {
+        let mut pool = s.borrow_mut();
+        // The smallest buffer that holds `len` values, else the largest (grown below): once a
+        // step has asked for each of its sizes, no buffer grows, and so is re-zeroed, again.
+        let fits = (0..pool.len())
+            .filter(|&i| pool[i].len() >= len)
+            .min_by_key(|&i| pool[i].len());
+        let pick = fits.or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
+        pick.map(|i| pool.swap_remove(i)).unwrap_or_default()
+    });
     if buf.len() < len {
         buf.resize(len, 0.0);
     }
