@@ -239,7 +239,7 @@ fn along_at<W: Minimal, V: Block>(step: Step, ins: &[&[f32]; MAX_ALPHA], outs: &
     }
 }
 
-/// `count` runs of `buf` (`count ≤ MAX_ALPHA`), run `k` being `run(k)`, as [`along`] takes them.
+/// `count` runs (`count ≤ MAX_ALPHA`), run `k` being `run(k)`, as [`along`] takes them.
 #[inline(always)]
 fn runs<'a>(count: usize, run: impl Fn(usize) -> &'a [f32]) -> [&'a [f32]; MAX_ALPHA] {
     std::array::from_fn(|k| if k < count { run(k) } else { &[][..] })
@@ -278,11 +278,16 @@ impl Route {
         }
     }
 
+    /// The input patch's side, `m + 2`.
+    fn alpha(self) -> usize {
+        self.m() + 2
+    }
+
     /// How many times fewer multiply-adds the products need than the direct convolution's 9
     /// per output position and channel pair: `9·Ho·Wo / (α²·⌈Ho/m⌉·⌈Wo/m⌉)` (tiles that hang
     /// over the output's edge compute positions nobody reads).
     fn reduction(self, [ho, wo]: [usize; 2]) -> f64 {
-        let (m, alpha) = (self.m(), self.m() + 2);
+        let (m, alpha) = (self.m(), self.alpha());
         let tiles = ho.div_ceil(m) * wo.div_ceil(m);
         9.0 * (ho * wo) as f64 / (alpha * alpha * tiles) as f64
     }
@@ -317,8 +322,8 @@ const F4_MIN_POSITIONS: usize = 1_024;
 /// steps, 2 threads): every 3 × 3 stage of ResNet-18 at 112² gained (64 channels at 28², 512 at
 /// 4²: the step went from 0.69 to 0.60 s), while the small CNN's 64 → 128 at 7² (`r` = 1.72) and
 /// 128 → 256 at 3² (`r` = 1.27) lost, by 3 % of its step. Where F(2 × 2) pays, F(4 × 4) takes
-/// over from [`F4_MIN_POSITIONS`] output positions on, if its tiles save more. [`SWITCH`] can pin either algorithm (where the
-/// threshold, with its own `r`, lets it pay).
+/// over from [`F4_MIN_POSITIONS`] output positions on, if its tiles save more. [`SWITCH`] can
+/// pin either algorithm (where the threshold, with its own `r`, lets it pay).
 pub(crate) fn route(s: &Conv2dShape) -> Option<Route> {
     if s.kernel != [3, 3] || s.stride != [1, 1] {
         return None;
@@ -431,10 +436,7 @@ impl Tiling {
 pub(crate) fn transformed_len(s: &Conv2dShape) -> usize {
     match route(s) {
         None => 0,
-        Some(route) => {
-            let (m, alpha) = (route.m(), route.m() + 2);
-            s.channels * alpha * alpha * Tiling::new(s, m).tiles
-        }
+        Some(route) => s.channels * route.alpha() * route.alpha() * Tiling::new(s, route.m()).tiles,
     }
 }
 
@@ -447,8 +449,10 @@ fn transform_input<W: Minimal>(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &m
     let (top, left) = (s.padding[0].0, s.padding[1].0);
     let (tw, len) = (t.tw, t.len);
     let per_image = t.th * tw;
-    // Padded row `r` is band `r / m` of row phase `r % m`.
+    // Padded row `r` is band `r / m` of row phase `r % m`; one row's combinations ν lie
+    // `stride` apart in `columns` below.
     let bands = t.th + 1;
+    let stride = m * bands * tw;
     v.par_chunks_mut((alpha * alpha * t.tiles).max(1))
         .enumerate()
         .for_each(|(c, out)| {
@@ -466,7 +470,6 @@ fn transform_input<W: Minimal>(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &m
                     split_phases(&src[iy * s.width..][..s.width], left, m, len, &mut padded);
                     // Column l of tile tx's patch is entry tx + l/m of phase l % m.
                     let d = runs(alpha, |l| &padded[(l % m) * len + l / m..][..tw]);
-                    let stride = m * bands * tw;
                     along::<W>(
                         Step::Input,
                         d,
