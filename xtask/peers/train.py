@@ -30,8 +30,10 @@ cost of a step hardly depends on the values); the one Adam optimiser has two par
 groups where ours has one optimiser per group (the same update); the per-phase profile of
 the Rust bench is not reproduced. `--channels-last` (off by default) runs the model in
 PyTorch's NHWC memory format, which can be faster on the CPU; the line says which format ran.
-`--device cuda` measures PyTorch on a GPU. `--quick` runs one timed step of batch 8 at 32²
-per workload, to check that the script runs.
+`--device cuda` measures PyTorch on a GPU, where cuDNN may compute the convolutions in TF32
+(PyTorch's default) unless `--no-tf32` is given. `--quick` runs one timed step of batch 8 at 32²
+per workload, to check that the script runs. ResNet-50 at batch 64 runs only with `--device
+cuda` or when `--only` selects it, as in the Rust bench.
 """
 
 import time
@@ -45,10 +47,12 @@ from torchvision.models import resnet18, resnet50
 import common
 
 WORKLOADS = [
-    # (ours id, backbone, side, batch, embedding dim)
-    ("train/small_cnn_28px_b128", "small_cnn", 28, 128, 128),
-    ("train/resnet18_112px_b32", "resnet18", 112, 32, 128),
-    ("train/resnet50_224px_b16", "resnet50", 224, 16, 128),
+    # (ours id, backbone, side, batch, embedding dim, GPU only)
+    ("train/small_cnn_28px_b128", "small_cnn", 28, 128, 128, False),
+    ("train/resnet18_112px_b32", "resnet18", 112, 32, 128, False),
+    ("train/resnet50_224px_b16", "resnet50", 224, 16, 128, False),
+    # As in the Rust bench: on a GPU device, or when --only selects it.
+    ("train/resnet50_224px_b64", "resnet50", 224, 64, 128, True),
 ]
 LEARNING_RATE = 1e-4
 
@@ -114,6 +118,12 @@ def main():
     p.add_argument("--steps", type=int, default=10, help="timed training steps per workload")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument(
+        "--no-tf32",
+        action="store_true",
+        help="on CUDA, keep convolutions and products in f32 (PyTorch lets cuDNN's convolutions "
+        "use TF32 tensor cores by default; our wgpu kernels compute in f32)",
+    )
+    p.add_argument(
         "--channels-last",
         action="store_true",
         help="run the model in the channels-last (NHWC) memory format",
@@ -124,6 +134,9 @@ def main():
     common.configure_threads(args.threads)
     steps = 1 if args.quick else args.steps
     device = torch.device(args.device)
+    if args.no_tf32:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     peer = common.peer_name("torch", "torchvision", "pytorch-metric-learning")
 
@@ -132,8 +145,10 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    for ours, backbone, side, batch, dim in WORKLOADS:
+    for ours, backbone, side, batch, dim, gpu_only in WORKLOADS:
         if not common.selected(args, ours):
+            continue
+        if gpu_only and args.only is None and device.type != "cuda":
             continue
         if args.quick:
             # The smallest batch with positive pairs in every class and the smallest side
@@ -181,6 +196,7 @@ def main():
             threads=args.threads,
             device=args.device,
             memory_format="channels_last" if args.channels_last else "contiguous",
+            tf32=args.device == "cuda" and torch.backends.cudnn.allow_tf32,
             batch=batch,
             input=[3, side, side],
             steps=steps,

@@ -4,10 +4,13 @@
 //! `cargo bench -p train --bench throughput -- [--device flex|wgpu|ndarray|cuda] [--steps N] [--only small_cnn|resnet18|resnet50]`
 //!
 //! Three workloads: the small CNN (32-64-128-256, GAP, linear 128) on 28² inputs, batch 128;
-//! ResNet-18 at 112², batch 32; ResNet-50 (the papers' backbone) at 224², batch 16. The loss is
-//! the contrastive loss, cheap next to the networks. Prints one measurement line per workload
-//! (`dml_testkit::bench`, id `train/<workload>`, seconds per training step); `cargo xtask bench
-//! --peers` runs the same steps in PyTorch + pytorch-metric-learning (`xtask/peers/train.py`).
+//! ResNet-18 at 112², batch 32; ResNet-50 (the papers' backbone) at 224², batch 16. On a GPU
+//! device (`wgpu…`, `cuda…`) a fourth runs too, ResNet-50 at 224², batch 64, a batch that fills a
+//! GPU better and would take minutes per bench on a CPU (`--only resnet50_224px_b64` runs it
+//! anywhere). The loss is the contrastive loss, cheap next to the networks. Prints one
+//! measurement line per workload (`dml_testkit::bench`, id `train/<workload>`, seconds per
+//! training step); `cargo xtask bench --peers` runs the same steps in PyTorch +
+//! pytorch-metric-learning (`xtask/peers/train.py`).
 
 mod common;
 
@@ -21,6 +24,8 @@ struct Workload {
     side: usize,
     batch: usize,
     dim: usize,
+    /// Run only on a GPU device, or when `--only` selects it.
+    gpu_only: bool,
 }
 
 fn main() {
@@ -36,6 +41,7 @@ fn main() {
             side: 28,
             batch: 128,
             dim: 128,
+            gpu_only: false,
         },
         Workload {
             name: "resnet18_112px_b32",
@@ -43,6 +49,7 @@ fn main() {
             side: 112,
             batch: 32,
             dim: 128,
+            gpu_only: false,
         },
         Workload {
             name: "resnet50_224px_b16",
@@ -50,13 +57,23 @@ fn main() {
             side: 224,
             batch: 16,
             dim: 128,
+            gpu_only: false,
+        },
+        Workload {
+            name: "resnet50_224px_b64",
+            backbone: "resnet50",
+            side: 224,
+            batch: 64,
+            dim: 128,
+            gpu_only: true,
         },
     ];
+    let on_gpu = (device_name.starts_with("wgpu") && device_name != "wgpu:cpu") || device_name.starts_with("cuda");
     let device = parse_device(&device_name).expect("device").autodiff();
-    for w in workloads
-        .iter()
-        .filter(|w| only.as_deref().is_none_or(|o| w.name.starts_with(o)))
-    {
+    for w in workloads.iter().filter(|w| match only.as_deref() {
+        Some(o) => w.name.starts_with(o),
+        None => on_gpu || !w.gpu_only,
+    }) {
         let sets: Vec<String> = vec![
             format!("model.backbone=\"{}\"", w.backbone),
             format!("model.embedding_dim={}", w.dim),

@@ -1,5 +1,8 @@
 //! One training step on wgpu (Mesa lavapipe on a GPU-less machine) agrees with the same
 //! step on flex: same starting weights, same batch, same loss value and updated weights.
+//!
+//! `DML_STEP_DEVICE` names another device to compare with flex (`cuda` in a build with the
+//! `cuda` feature, `wgpu:discrete`, …); on a GPU machine the test runs once per device.
 
 mod common;
 
@@ -23,13 +26,16 @@ fn weights(learner: &Learner) -> Vec<f32> {
 
 #[test]
 fn one_step_on_wgpu_matches_flex() {
+    let other = std::env::var("DML_STEP_DEVICE").unwrap_or_else(|_| "wgpu".into());
     let runs = tempfile::tempdir().unwrap();
     // SGD, so that weight differences after the step are gradient differences (Adam's
     // first step moves every weight by ±lr whatever the gradient's size, which turns a
     // rounding difference in a near-zero gradient into a full step of difference).
     let config = common::tiny_config(runs.path(), "wgpu", &["optimizer.name=sgd"]);
     let flex = parse_device("flex").unwrap().autodiff();
-    let wgpu = parse_device("wgpu").unwrap().autodiff();
+    let wgpu = parse_device(&other)
+        .unwrap_or_else(|e| panic!("DML_STEP_DEVICE={other:?}: {e}"))
+        .autodiff();
     let mut a = Learner::new(&config, 5, &flex).unwrap();
     let mut b = Learner::new(&config, 5, &wgpu).unwrap();
     // Start from identical weights: flex's initialisation copied onto wgpu.
@@ -48,7 +54,7 @@ fn one_step_on_wgpu_matches_flex() {
     let lb = b.step(images(&wgpu), &labels, 7, lrs).unwrap();
     assert!(
         (la - lb).abs() <= 1e-4 * la.abs().max(1.0),
-        "loss flex {la} vs wgpu {lb}"
+        "loss flex {la} vs {other} {lb}"
     );
     let (wa, wb) = (weights(&a), weights(&b));
     assert_eq!(wa.len(), wb.len());
@@ -61,7 +67,11 @@ fn one_step_on_wgpu_matches_flex() {
         .zip(&initial)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0f32, f32::max);
-    assert!(worst < 1e-4, "largest weight difference after one step: {worst}");
+    eprintln!("{other}: loss {lb} (flex {la}); largest weight difference {worst:e}, largest step {moved:e}");
+    assert!(
+        worst < 1e-4,
+        "largest weight difference after one step on {other}: {worst}"
+    );
     assert!(moved > 100.0 * worst, "the step moved weights by at most {moved}");
     assert!(wa != initial, "the step changed nothing");
 }

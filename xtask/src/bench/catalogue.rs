@@ -52,7 +52,7 @@ pub const ENTRIES: &[Entry] = &[
         takes_device: true,
         peer: peer("train.py", &[], true),
         default: true,
-        what: "training steps: small CNN 28² b128, ResNet-18 112² b32, ResNet-50 224² b16 (PyTorch + PML)",
+        what: "training steps: small CNN 28² b128, ResNet-18 112² b32, ResNet-50 224² b16, on a GPU also ResNet-50 b64 (PyTorch + PML)",
     },
     Entry {
         name: "losses",
