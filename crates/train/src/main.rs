@@ -503,11 +503,7 @@ fn run_train(args: &TrainArgs) -> anyhow::Result<()> {
 /// its parameter's device at the next optimiser step, so the default only decides where it waits
 /// until then.
 fn quiet_default_device() {
-    if std::env::var_os("BURN_DEVICE").is_none() {
-        // SAFETY: called first thing in `main`, before any thread of this program exists, so no
-        // other thread can read the environment concurrently.
-        unsafe { std::env::set_var("BURN_DEVICE", "flex") };
-    }
+    default_env("BURN_DEVICE", "flex");
 }
 
 /// Makes cubecl's autotuning (the GPU devices' choice of kernel per operation and shape) take its
@@ -520,10 +516,16 @@ fn quiet_default_device() {
 /// ResNet-50 224² batch-64 training step ran at 392 ms after `balanced` tuning and 354 ms after
 /// `minimal`: the extra effort bought no speed here.
 fn quick_autotune() {
-    if std::env::var_os("CUBECL_AUTOTUNE_LEVEL").is_none() {
+    default_env("CUBECL_AUTOTUNE_LEVEL", "minimal");
+}
+
+/// Sets the environment variable `name` to `value` unless the user set it. Only for the start of
+/// `main`, before any thread exists.
+fn default_env(name: &str, value: &str) {
+    if std::env::var_os(name).is_none() {
         // SAFETY: called first thing in `main`, before any thread of this program exists, so no
         // other thread can read the environment concurrently.
-        unsafe { std::env::set_var("CUBECL_AUTOTUNE_LEVEL", "minimal") };
+        unsafe { std::env::set_var(name, value) };
     }
 }
 

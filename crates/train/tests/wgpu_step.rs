@@ -33,12 +33,12 @@ fn one_step_on_wgpu_matches_flex() {
     // rounding difference in a near-zero gradient into a full step of difference).
     let config = common::tiny_config(runs.path(), "wgpu", &["optimizer.name=sgd"]);
     let flex = parse_device("flex").unwrap().autodiff();
-    let wgpu = parse_device(&other)
+    let device = parse_device(&other)
         .unwrap_or_else(|e| panic!("DML_STEP_DEVICE={other:?}: {e}"))
         .autodiff();
     let mut a = Learner::new(&config, 5, &flex).unwrap();
-    let mut b = Learner::new(&config, 5, &wgpu).unwrap();
-    // Start from identical weights: flex's initialisation copied onto wgpu.
+    let mut b = Learner::new(&config, 5, &device).unwrap();
+    // Start from identical weights: flex's initialisation copied onto the other device.
     b.model = b.model.load_record(a.model.valid().into_record());
     assert_eq!(weights(&a), weights(&b));
 
@@ -51,7 +51,7 @@ fn one_step_on_wgpu_matches_flex() {
     let initial = weights(&a);
     let lrs = [1e-2, 1e-2, 1e-2];
     let la = a.step(images(&flex), &labels, 7, lrs).unwrap();
-    let lb = b.step(images(&wgpu), &labels, 7, lrs).unwrap();
+    let lb = b.step(images(&device), &labels, 7, lrs).unwrap();
     assert!(
         (la - lb).abs() <= 1e-4 * la.abs().max(1.0),
         "loss flex {la} vs {other} {lb}"
