@@ -2,13 +2,15 @@
 //!
 //! The `gemm` crate's AVX-512 micro-kernels, as compiled in this workspace, spill their
 //! accumulators to the stack: on this machine they reach about 25 of the 100 GMAC/s one core
-//! can do. This kernel keeps a 6 × 64 tile of `C` in 24 `zmm` registers, with `A` and `B`
-//! packed so that every step of the inner loop reads one broadcast per row and four
+//! can do. This kernel keeps a 6 × 64 tile of `C` in 24 `zmm` registers, with `A` and `B` in
+//! panels such that every step of the inner loop reads one broadcast per row and four
 //! contiguous vectors, and reaches several times that. It is selected at run time when the
 //! CPU has AVX-512F; `gemm` remains the portable path (and the `f64` one).
 //!
 //! Layout: `C [m, n] (+)= A [m, k] · B [k, n]` where each operand is a strided view
-//! ([`View`]), so transposed operands need no copy beyond the packing every product does.
+//! ([`View`]), so transposed operands need no copy beyond the packing. A row-major operand's
+//! full panels are read where they lie (`A` always, `B` for products of few rows); the rest is
+//! packed.
 
 use crate::shared::SharedOut;
 
@@ -237,24 +239,26 @@ unsafe fn block(
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
             let panels_a = APanels::new(a, (r0, r1), k0, kc, a_pack);
-            pack_b(b, (c0, c1), k0, kc, b_pack);
+            let panels_b = BPanels::new(b, (c0, c1), k0, kc, m, b_pack);
             let add = accumulate || k0 > 0;
             for jp in 0..col_panels {
+                let (b_ptr, ldb) = panels_b.panel(jp);
                 for ip in 0..row_panels {
                     let rows = MR.min(m - ip * MR);
                     let cols = NR.min(n - jp * NR);
                     let (a_ptr, lda) = panels_a.panel(ip);
                     // SAFETY: the A panel holds MR rows of kc values at row stride lda (checked
-                    // by `APanels`), the packed B panel kc·NR values at this offset; the tile
-                    // lies inside this block (rows and cols are clipped), as the caller
-                    // guarantees the block lies inside `C`.
+                    // by `APanels`), the B panel kc rows of NR values at row stride ldb (checked
+                    // by `BPanels`); the tile lies inside this block (rows and cols are
+                    // clipped), as the caller guarantees the block lies inside `C`.
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
                         kernel(
                             kc,
                             a_ptr,
                             lda,
-                            b_pack.as_ptr().add(jp * NR * kc),
+                            b_ptr,
+                            ldb,
                             out.at((r0 + ip * MR) * ldc + c0 + jp * NR),
                             ldc,
                             rows,
@@ -339,6 +343,71 @@ impl<'a> APanels<'a> {
         match self.direct {
             Some(values) if p < self.full => (values[p * MR * self.rs..].as_ptr(), self.rs),
             _ => (self.pack[p * MR * self.kc..].as_ptr(), self.kc),
+        }
+    }
+}
+
+/// The most rows of `C` (of one part of the product) for which a row-major `B` is read in
+/// place rather than packed. Each packed value is read once per row panel of `A`, so the copy
+/// pays back over many rows; read in place, the panel's rows lie a row stride apart, often a
+/// multiple of 4 KiB (the Winograd products' `V_e`, at `α²·T` values), where they share cache
+/// sets and pages. Measured on the conv-BN-ReLU layers of `benches/conv.rs` (forward +
+/// backward, ms, A/B alternating): read in place for every `m`, the 64-channel layer at 28²
+/// went 21.4–26.8 → 19.9–22.3 but the 512-channel one at 4² 22.2–25.0 → 24.2–26.4; up to 64
+/// rows, the first gains and the others are unchanged.
+const DIRECT_B_ROWS: usize = 64;
+
+/// The column panels of `B` for one depth block, as the kernel reads them: `kc` rows of [`NR`]
+/// values at a row stride. A row-major `B` (unit column stride) is read where it lies, `NR`
+/// contiguous values per row: its copy into panels was a twentieth of a ResNet-18 training
+/// step (the transformed input `V_e` of every Winograd product and the unfolded input of
+/// every im2col one), memory-bound. Its last, partial panel and every panel of a transposed
+/// `B` are packed ([`pack_b`]).
+struct BPanels<'a> {
+    /// `B`'s values from the depth block's first row and the block's first column on, when its
+    /// full panels are read in place.
+    direct: Option<&'a [f32]>,
+    /// `B`'s row stride.
+    rs: usize,
+    /// Full panels (read in place when `direct`).
+    full: usize,
+    /// The packed panels: panel `p` at `p·NR·kc`, row `kk` of it at `+ kk·NR`.
+    pack: &'a [f32],
+    kc: usize,
+}
+
+impl<'a> BPanels<'a> {
+    fn new(b: &View<'a>, (c0, c1): (usize, usize), k0: usize, kc: usize, rows: usize, pack: &'a mut [f32]) -> Self {
+        let n = c1 - c0;
+        let full = n / NR;
+        let direct = (b.cs == 1 && rows <= DIRECT_B_ROWS).then(|| &b.data[k0 * b.rs + c0..]);
+        if let Some(values) = direct {
+            // The kernel reads rows 0..kc, columns 0..full·NR of `values`; only the partial
+            // panel is packed.
+            assert!(
+                full == 0 || (kc - 1) * b.rs + full * NR <= values.len(),
+                "sgemm: B too short for its panels"
+            );
+            if full * NR < n {
+                pack_b(b, (c0 + full * NR, c1), k0, kc, &mut pack[full * NR * kc..]);
+            }
+        } else {
+            pack_b(b, (c0, c1), k0, kc, pack);
+        }
+        Self {
+            direct,
+            rs: b.rs,
+            full,
+            pack: &*pack,
+            kc,
+        }
+    }
+
+    /// Panel `p`'s first value and its row stride.
+    fn panel(&self, p: usize) -> (*const f32, usize) {
+        match self.direct {
+            Some(values) if p < self.full => (values[p * NR..].as_ptr(), self.rs),
+            _ => (self.pack[p * NR * self.kc..].as_ptr(), NR),
         }
     }
 }
@@ -454,12 +523,13 @@ unsafe fn transpose_16x16(src: *const f32, ld: usize, dst: *mut f32, ldd: usize)
 }
 
 /// One `[rows, cols]` tile (at most `MR × NR`) of `C` from panels of depth `kc`:
-/// `C (+)= Aₚ Bₚ`, with `Aₚ` [`MR`] rows of `kc` values at row stride `lda`, `Bₚ` packed, and
-/// `C` row-major at row stride `ldc`.
+/// `C (+)= Aₚ Bₚ`, with `Aₚ` [`MR`] rows of `kc` values at row stride `lda`, `Bₚ` `kc` rows of
+/// [`NR`] values at row stride `ldb` (`NR` when packed), and `C` row-major at row stride `ldc`.
 ///
 /// # Safety
 /// The CPU must support AVX-512F; `a` must be valid for `MR` rows of `kc` values at stride
-/// `lda`, `b` for `kc·NR` values, and `c` for `rows` rows of `cols` values at stride `ldc`.
+/// `lda`, `b` for `kc` rows of `NR` values at stride `ldb`, and `c` for `rows` rows of `cols`
+/// values at stride `ldc`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -468,6 +538,7 @@ unsafe fn kernel(
     a: *const f32,
     lda: usize,
     b: *const f32,
+    ldb: usize,
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -513,7 +584,7 @@ unsafe fn kernel(
             row!(3, c30, c31, c32, c33);
             row!(4, c40, c41, c42, c43);
             row!(5, c50, c51, c52, c53);
-            bp = bp.wrapping_add(NR);
+            bp = bp.wrapping_add(ldb);
         }
         let acc = [
             [c00, c01, c02, c03],
@@ -640,6 +711,42 @@ mod tests {
                     c[i],
                     want[i]
                 );
+            }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(host_avx512), ignore = "needs AVX-512F, which this CPU lacks")]
+    fn a_window_of_a_wider_b_is_read_in_place_for_few_rows_and_packed_for_many() {
+        assert!(available());
+        // B is rows 2.. and columns 5.. of a [700, 300] matrix (row stride 300 > n): for up to
+        // `DIRECT_B_ROWS` rows of C its full panels are read where they lie and the partial last
+        // one is packed; for more rows every panel is packed. Depth over two blocks, so the
+        // in-place panels start at a later row of B too; one thread then two.
+        let (wide_rows, wide_cols) = (700, 300);
+        let wide: Vec<f32> = (0..wide_rows * wide_cols)
+            .map(|i| ((i * 31 % 89) as f32 - 44.0) / 44.0)
+            .collect();
+        for &(m, n, k) in &[(DIRECT_B_ROWS, 150, 400), (DIRECT_B_ROWS + 7, 150, 400), (5, 128, 250)] {
+            let av: Vec<f32> = (0..m * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+            let a = row_major(&av, k);
+            let b = View {
+                data: &wide[2 * wide_cols + 5..],
+                rs: wide_cols,
+                cs: 1,
+            };
+            let want = naive(m, n, k, &a, &b);
+            for parallel in [false, true] {
+                let mut c = vec![f32::NAN; m * n];
+                sgemm(&mut c, [m, n, k], a, b, false, parallel);
+                for i in 0..m * n {
+                    assert!(
+                        (c[i] as f64 - want[i]).abs() < 1e-4 * (1.0 + want[i].abs()),
+                        "[{m},{n},{k}] parallel={parallel}: c[{i}] = {} vs {}",
+                        c[i],
+                        want[i]
+                    );
+                }
             }
         }
     }
