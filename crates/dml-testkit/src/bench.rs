@@ -45,6 +45,14 @@ pub fn line(id: &str, seconds: f64, unit: &str, details: Value) -> String {
     Value::Object(object).to_string()
 }
 
+/// Whether a device name (`--device` of the benches and `cargo xtask bench`) names a GPU:
+/// `cuda…`, or `wgpu…` other than `wgpu:cpu` (wgpu's CPU adapter, such as Mesa lavapipe). The
+/// GPU-only workloads run there, and their peers run on PyTorch's CUDA device; every other name
+/// is a CPU device, with CPU peers.
+pub fn names_gpu(device: &str) -> bool {
+    (device.starts_with("wgpu") && device != "wgpu:cpu") || device.starts_with("cuda")
+}
+
 /// The median of `samples` (the mean of the two middle values for an even count), after
 /// sorting them in place, so that `samples[0]` is then the minimum; panics on an empty slice.
 /// Every bench and `cargo xtask bench`'s summary use this one convention.
@@ -83,6 +91,16 @@ mod tests {
         assert_eq!(v["unit"], "forward + backward");
         assert_eq!(v["n"], 180);
         assert!(!text.contains('\n'));
+    }
+
+    #[test]
+    fn gpu_names_are_cuda_and_wgpu_adapters_other_than_the_cpu_one() {
+        for gpu in ["wgpu", "wgpu:0", "wgpu:discrete", "cuda", "cuda:1"] {
+            assert!(names_gpu(gpu), "{gpu}");
+        }
+        for cpu in ["flex", "ndarray", "wgpu:cpu", "cpu"] {
+            assert!(!names_gpu(cpu), "{cpu}");
+        }
     }
 
     #[test]

@@ -68,7 +68,7 @@ fn main() {
             gpu_only: true,
         },
     ];
-    let on_gpu = (device_name.starts_with("wgpu") && device_name != "wgpu:cpu") || device_name.starts_with("cuda");
+    let on_gpu = dml_testkit::bench::names_gpu(&device_name);
     let device = parse_device(&device_name).expect("device").autodiff();
     for w in workloads.iter().filter(|w| match only.as_deref() {
         Some(o) => w.name.starts_with(o),

@@ -183,7 +183,7 @@ fn measure_all(args: &BenchArgs) -> anyhow::Result<Run> {
     }
     let executables = build(&cargo, &root, &args.profile, &targets)?;
     let peer_device = args.device.as_deref().map(|d| {
-        if d.starts_with("wgpu") || d.starts_with("cuda") {
+        if dml_testkit::bench::names_gpu(d) {
             "cuda"
         } else {
             "cpu"
