@@ -238,8 +238,8 @@ unsafe fn block(
         grow(b_pack, col_panels * NR * depth);
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
-            let panels_a = APanels::new(a, (r0, r1), k0, kc, a_pack);
-            let panels_b = BPanels::new(b, (c0, c1), k0, kc, m, b_pack);
+            let panels_a = Panels::of_a(a, (r0, r1), k0, kc, a_pack);
+            let panels_b = Panels::of_b(b, (c0, c1), k0, kc, m, b_pack);
             let add = accumulate || k0 > 0;
             for jp in 0..col_panels {
                 let (b_ptr, ldb) = panels_b.panel(jp);
@@ -247,10 +247,10 @@ unsafe fn block(
                     let rows = MR.min(m - ip * MR);
                     let cols = NR.min(n - jp * NR);
                     let (a_ptr, lda) = panels_a.panel(ip);
-                    // SAFETY: the A panel holds MR rows of kc values at row stride lda (checked
-                    // by `APanels`), the B panel kc rows of NR values at row stride ldb (checked
-                    // by `BPanels`); the tile lies inside this block (rows and cols are
-                    // clipped), as the caller guarantees the block lies inside `C`.
+                    // SAFETY: the A panel holds MR rows of kc values at row stride lda, the B
+                    // panel kc rows of NR values at row stride ldb (both checked by `Panels`);
+                    // the tile lies inside this block (rows and cols are clipped), as the
+                    // caller guarantees the block lies inside `C`.
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
                         kernel(
@@ -280,26 +280,41 @@ fn grow(buffer: &mut Vec<f32>, len: usize) {
     }
 }
 
-/// The row panels of `A` for one depth block, as the kernel reads them: [`MR`] rows of `kc`
-/// values at a row stride. A row-major `A` (unit column stride) is read where it lies, one
-/// stream per row, so its full panels need no copy (for a convolution's weight gradient `A` is
-/// the whole unfolded input, whose copy cost 15 % of a ResNet-18 step); the last, partial
-/// panel and every panel of a transposed `A` are copied into `pack`, zero padded to [`MR`] rows.
-struct APanels<'a> {
-    /// `A`'s values from the block's first row and the depth block's first column on, when
-    /// its full panels are read in place.
+/// The most rows of `C` (of one part of the product) for which a row-major `B` is read in
+/// place rather than packed. Each packed value is read once per row panel of `A`, so the copy
+/// pays back over many rows; read in place, the panel's rows lie a row stride apart, often a
+/// multiple of 4 KiB (the Winograd products' `V_e`, at `α²·T` values), where they share cache
+/// sets and pages. Measured on the conv-BN-ReLU layers of `benches/conv.rs` (forward +
+/// backward, ms, A/B alternating): read in place for every `m`, the 64-channel layer at 28²
+/// went 21.4–26.8 → 19.9–22.3 but the 512-channel one at 4² 22.2–25.0 → 24.2–26.4; up to 64
+/// rows, the first gains and the others are unchanged.
+const DIRECT_B_ROWS: usize = 64;
+
+/// One operand's panels for one depth block, as the kernel reads them: the first value of
+/// panel `p` and its row stride. The full panels of a row-major operand (unit column stride)
+/// are read where they lie; the others are copied into the thread's pack.
+struct Panels<'a> {
+    /// The operand's values from the block's first panel on, when its full panels are read in
+    /// place.
     direct: Option<&'a [f32]>,
-    /// `A`'s row stride.
-    rs: usize,
     /// Full panels (read in place when `direct`).
     full: usize,
-    /// The packed panels: panel `p` at `p·MR·kc`, row `r` of it at `+ r·kc`.
+    /// Values from one panel read in place to the next, and such a panel's row stride.
+    direct_step: usize,
+    direct_stride: usize,
+    /// The packed panels, `packed_step` values apart, each at row stride `packed_stride`.
     pack: &'a [f32],
-    kc: usize,
+    packed_step: usize,
+    packed_stride: usize,
 }
 
-impl<'a> APanels<'a> {
-    fn new(a: &View<'a>, (r0, r1): (usize, usize), k0: usize, kc: usize, pack: &'a mut [f32]) -> Self {
+impl<'a> Panels<'a> {
+    /// The row panels of `A`: [`MR`] rows of `kc` values. A row-major `A` is read where it lies,
+    /// one stream per row, so its full panels need no copy (for a convolution's weight gradient
+    /// `A` is the whole unfolded input, whose copy cost 15 % of a ResNet-18 step); the last,
+    /// partial panel and every panel of a transposed `A` are copied into `pack`, zero padded to
+    /// [`MR`] rows: panel `p` at `p·MR·kc`, row `r` of it at `+ r·kc`.
+    fn of_a(a: &View<'a>, (r0, r1): (usize, usize), k0: usize, kc: usize, pack: &'a mut [f32]) -> Self {
         let m = r1 - r0;
         let full = m / MR;
         let direct = (a.cs == 1).then(|| &a.data[r0 * a.rs + k0..]);
@@ -331,53 +346,22 @@ impl<'a> APanels<'a> {
         }
         Self {
             direct,
-            rs: a.rs,
             full,
+            direct_step: MR * a.rs,
+            direct_stride: a.rs,
             pack: &*pack,
-            kc,
+            packed_step: MR * kc,
+            packed_stride: kc,
         }
     }
 
-    /// Panel `p`'s first value and its row stride.
-    fn panel(&self, p: usize) -> (*const f32, usize) {
-        match self.direct {
-            Some(values) if p < self.full => (values[p * MR * self.rs..].as_ptr(), self.rs),
-            _ => (self.pack[p * MR * self.kc..].as_ptr(), self.kc),
-        }
-    }
-}
-
-/// The most rows of `C` (of one part of the product) for which a row-major `B` is read in
-/// place rather than packed. Each packed value is read once per row panel of `A`, so the copy
-/// pays back over many rows; read in place, the panel's rows lie a row stride apart, often a
-/// multiple of 4 KiB (the Winograd products' `V_e`, at `α²·T` values), where they share cache
-/// sets and pages. Measured on the conv-BN-ReLU layers of `benches/conv.rs` (forward +
-/// backward, ms, A/B alternating): read in place for every `m`, the 64-channel layer at 28²
-/// went 21.4–26.8 → 19.9–22.3 but the 512-channel one at 4² 22.2–25.0 → 24.2–26.4; up to 64
-/// rows, the first gains and the others are unchanged.
-const DIRECT_B_ROWS: usize = 64;
-
-/// The column panels of `B` for one depth block, as the kernel reads them: `kc` rows of [`NR`]
-/// values at a row stride. A row-major `B` (unit column stride) is read where it lies, `NR`
-/// contiguous values per row: its copy into panels was a twentieth of a ResNet-18 training
-/// step (the transformed input `V_e` of every Winograd product and the unfolded input of
-/// every im2col one), memory-bound. Its last, partial panel and every panel of a transposed
-/// `B` are packed ([`pack_b`]).
-struct BPanels<'a> {
-    /// `B`'s values from the depth block's first row and the block's first column on, when its
-    /// full panels are read in place.
-    direct: Option<&'a [f32]>,
-    /// `B`'s row stride.
-    rs: usize,
-    /// Full panels (read in place when `direct`).
-    full: usize,
-    /// The packed panels: panel `p` at `p·NR·kc`, row `kk` of it at `+ kk·NR`.
-    pack: &'a [f32],
-    kc: usize,
-}
-
-impl<'a> BPanels<'a> {
-    fn new(b: &View<'a>, (c0, c1): (usize, usize), k0: usize, kc: usize, rows: usize, pack: &'a mut [f32]) -> Self {
+    /// The column panels of `B`: `kc` rows of [`NR`] values. A row-major `B` is read where it
+    /// lies, `NR` contiguous values per row, in products of up to [`DIRECT_B_ROWS`] rows
+    /// (`rows`): its copy into panels was a twentieth of a ResNet-18 training step (the
+    /// transformed input `V_e` of every Winograd product and the unfolded input of every im2col
+    /// one), memory-bound. Its last, partial panel and every panel of a transposed or many-row
+    /// `B` are packed ([`pack_b`]).
+    fn of_b(b: &View<'a>, (c0, c1): (usize, usize), k0: usize, kc: usize, rows: usize, pack: &'a mut [f32]) -> Self {
         let n = c1 - c0;
         let full = n / NR;
         let direct = (b.cs == 1 && rows <= DIRECT_B_ROWS).then(|| &b.data[k0 * b.rs + c0..]);
@@ -396,18 +380,20 @@ impl<'a> BPanels<'a> {
         }
         Self {
             direct,
-            rs: b.rs,
             full,
+            direct_step: NR,
+            direct_stride: b.rs,
             pack: &*pack,
-            kc,
+            packed_step: NR * kc,
+            packed_stride: NR,
         }
     }
 
     /// Panel `p`'s first value and its row stride.
     fn panel(&self, p: usize) -> (*const f32, usize) {
         match self.direct {
-            Some(values) if p < self.full => (values[p * NR..].as_ptr(), self.rs),
-            _ => (self.pack[p * NR * self.kc..].as_ptr(), NR),
+            Some(values) if p < self.full => (values[p * self.direct_step..].as_ptr(), self.direct_stride),
+            _ => (self.pack[p * self.packed_step..].as_ptr(), self.packed_stride),
         }
     }
 }
