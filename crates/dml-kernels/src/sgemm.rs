@@ -18,6 +18,10 @@ use crate::shared::SharedOut;
 const MR: usize = 6;
 /// Columns of `C` per micro-tile: four 16-lane vectors.
 const NR: usize = 64;
+
+/// The columns of `C` one micro-tile computes: a product of `n` columns costs as much as one of
+/// `⌈n / PANEL_COLUMNS⌉` whole panels.
+pub const PANEL_COLUMNS: usize = NR;
 /// Depth of one packed block: a `[KC, NR]` panel of `B` is 64 KiB (L2), a `[MR, KC]` panel of
 /// `A` 6 KiB (L1).
 const KC: usize = 192;

@@ -584,8 +584,25 @@ pub(crate) fn forward(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f
     }
 }
 
-/// [`forward`] by the algorithm `W`.
+/// [`forward`] by the algorithm `W`, in blocks of tile rows where [`block_rows`] finds some.
 fn forward_by<W: Minimal>(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f32], v: &mut [f32]) {
+    let t = Tiling::new(s, W::M);
+    let tile_bytes = W::ALPHA * W::ALPHA * s.out_channels * std::mem::size_of::<f32>();
+    let rows = block_units(t.tw, s.batch * t.th, tile_bytes);
+    forward_with::<W>(s, input, weight, y, v, rows);
+}
+
+/// [`forward_by`] with the products either one position at a time over every tile (`None`) or
+/// in blocks of this many tile rows, each block's products followed by its output transform
+/// ([`product_output_blocks`]).
+fn forward_with<W: Minimal>(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    y: &mut [f32],
+    v: &mut [f32],
+    blocks: Option<usize>,
+) {
     let t = Tiling::new(s, W::M);
     let (o, c, positions) = (s.out_channels, s.channels, W::ALPHA * W::ALPHA);
     transform_input::<W>(s, &t, input, v);
@@ -593,25 +610,148 @@ fn forward_by<W: Minimal>(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mu
     with_scratch(o * positions * c, |u| {
         transform_weight::<W>(s, weight, u);
         let u: &[f32] = u;
+        let u_view = |e: usize| View {
+            data: &u[e * c..],
+            rs: positions * c,
+            cs: 1,
+        };
+        if let Some(rows) = blocks {
+            product_output_blocks::<W>(&t, [s.batch, o, c], rows, u_view, v, y);
+            return;
+        }
         with_scratch(positions * o * t.tiles, |m| {
-            products(
-                m,
-                positions,
-                [o, t.tiles, c],
-                |e| View {
-                    data: &u[e * c..],
-                    rs: positions * c,
-                    cs: 1,
-                },
-                |e| View {
-                    data: &v[e * t.tiles..],
-                    rs: positions * t.tiles,
-                    cs: 1,
-                },
-            );
+            products(m, positions, [o, t.tiles, c], u_view, |e| View {
+                data: &v[e * t.tiles..],
+                rs: positions * t.tiles,
+                cs: 1,
+            });
             transform_output::<W>(&t, [s.batch, o], m, y);
         });
     });
+}
+
+/// The most bytes of one block's products that [`product_output_blocks`] and
+/// [`input_grad_blocks`] keep in a work buffer: with the operands, about what a core's L2 holds
+/// (2 MiB here). Measured on the conv-BN-ReLU layers of `benches/conv.rs` (forward + backward,
+/// ms, medians of 5 runs alternating): at 1 MiB the 128-channel layer at 14² could not block
+/// (a panel of 64 tiles needs 1.2 MB), at 1.25 MiB it went 17.0 → 16.3; at 2.5 MiB the layers
+/// at 7² and 4² block too, and all four got slower (64 channels 23.2 → 24.2, 512 channels 26.3
+/// → 27.7).
+const BLOCK_BYTES: usize = 5 << 18;
+
+/// How many units (tile rows, or images) of `unit_tiles` tiles each, of `units`, one block of
+/// [`product_output_blocks`] or [`input_grad_blocks`] takes, or `None` where the products go one
+/// position at a time over every tile; `tile_bytes` is what a block's work buffer holds per tile
+/// (α² positions of the product's rows).
+///
+/// One position's product over every tile writes `[rows, T]` to memory, and the transform
+/// after it reads that back: for few channels to sum over (as many multiply-adds per value
+/// written) the traffic, not the multiply-adds, bounds the product. At 64 channels, 28²
+/// (ResNet-18's first stage, 1,568 tiles per position) one thread did 23 GMAC/s that way and
+/// 45 in blocks of 128 tiles whose result stays in cache, at 128 channels 51 and 63
+/// (`benches/sgemm.rs`, `forward` against `forward_in_blocks`). A block must span at least one panel of the product ([`sgemm::PANEL_COLUMNS`]
+/// tiles) within [`BLOCK_BYTES`], else blocking does not pay; of the sizes that fit (from half
+/// the largest on), the one whose last panel is fullest is taken, the kernel computing whole
+/// panels.
+fn block_units(unit_tiles: usize, units: usize, tile_bytes: usize) -> Option<usize> {
+    let panel = sgemm::PANEL_COLUMNS;
+    let most = (BLOCK_BYTES / (unit_tiles * tile_bytes).max(1)).min(units);
+    if most * unit_tiles < panel || most == units {
+        return None;
+    }
+    // The fill of the block's panels, in per mille, ties going to the larger block.
+    let fill = |k: usize| k * unit_tiles * 1000 / ((k * unit_tiles).div_ceil(panel) * panel);
+    (most.div_ceil(2)..=most)
+        .filter(|&k| k * unit_tiles >= panel)
+        .max_by_key(|&k| (fill(k), k))
+}
+
+/// `Y = Aᵀ (U_e · V_e) A` in blocks of `rows` tile rows (of the batch's `B·th`): each block's α²
+/// products `M_e [O, n]` (n its tiles) go into a work buffer of the thread that runs the block
+/// and its output transform reads them there, so `M` never travels to memory and back. Blocks
+/// run in parallel, each product on one thread; `y` `[O, B·Ho·Wo]` is written whole.
+fn product_output_blocks<'a, W: Minimal>(
+    t: &Tiling,
+    [batch, o, c]: [usize; 3],
+    rows: usize,
+    u: impl Fn(usize) -> View<'a> + Sync,
+    v: &[f32],
+    y: &mut [f32],
+) {
+    let positions = W::ALPHA * W::ALPHA;
+    let tile_rows = batch * t.th;
+    let [ho, wo] = t.out;
+    assert!(
+        rows > 0 && y.len() >= o * batch * ho * wo,
+        "product_output_blocks: bad block or output"
+    );
+    let out = SharedOut::new(y);
+    (0..tile_rows.div_ceil(rows)).into_par_iter().for_each(|block| {
+        let first_row = block * rows;
+        let last_row = (first_row + rows).min(tile_rows);
+        let (first, n) = (first_row * t.tw, (last_row - first_row) * t.tw);
+        with_scratch(positions * o * n, |m| {
+            for e in 0..positions {
+                let b = View {
+                    data: &v[e * t.tiles + first..],
+                    rs: positions * t.tiles,
+                    cs: 1,
+                };
+                sgemm::sgemm(&mut m[e * o * n..], [o, n, c], u(e), b, false, false);
+            }
+            // SAFETY: this block alone writes the output rows of its tile rows (in every
+            // channel), and `y` holds them all (asserted).
+            unsafe { transform_output_rows::<W>(t, [batch, o], (first_row, last_row), m, out) };
+        });
+    });
+}
+
+/// `Y = Aᵀ M A` for the tile rows `first_row..last_row` of the batch and every output channel,
+/// from `m` `[α², O, n]` (`n` the rows' tiles) into `y` `[O, B·Ho·Wo]`; positions past the
+/// output's last row or column are dropped.
+///
+/// # Safety
+/// `y` must hold `O·B·Ho·Wo` values, of which no other thread writes the rows of these tiles.
+unsafe fn transform_output_rows<W: Minimal>(
+    t: &Tiling,
+    [batch, o]: [usize; 2],
+    (first_row, last_row): (usize, usize),
+    m: &[f32],
+    y: SharedOut,
+) {
+    let (side, alpha) = (W::M, W::ALPHA);
+    let [ho, wo] = t.out;
+    let tw = t.tw;
+    let n = (last_row - first_row) * tw;
+    // m rows (ξ combined) of α columns, [i][ν][tile], then the m × m results [i][j][tile].
+    let mut q = vec![0.0f32; side * alpha * n];
+    let mut r = vec![0.0f32; side * side * n];
+    for oi in 0..o {
+        let me = |e: usize| &m[(e * o + oi) * n..][..n];
+        for nu in 0..alpha {
+            let column = runs(alpha, |xi| me(xi * alpha + nu));
+            along::<W>(Step::Output, column, runs_mut(&mut q, nu * n, alpha * n, side, n));
+        }
+        for i in 0..side {
+            let qi = runs(alpha, |nu| &q[(i * alpha + nu) * n..][..n]);
+            along::<W>(Step::Output, qi, runs_mut(&mut r, i * side * n, n, side, n));
+        }
+        for tile_row in first_row..last_row {
+            let (b, ty) = (tile_row / t.th, tile_row % t.th);
+            let at = (tile_row - first_row) * tw;
+            for i in 0..side {
+                let row = side * ty + i;
+                if row >= ho {
+                    break;
+                }
+                // SAFETY: output row `row` of image `b` in channel `oi` lies inside `y` and
+                // belongs to this tile row, which the caller leaves to this thread alone.
+                let line = unsafe { std::slice::from_raw_parts_mut(y.at((oi * batch + b) * ho * wo + row * wo), wo) };
+                // Column m·tx + j of the row is r[i][j][at + tx]: phase j of the row.
+                join_phases(&r[i * side * n + at..], side, n, 0, line);
+            }
+        }
+    }
 }
 
 /// `∂M = A ∂Y Aᵀ` for every tile and output channel, `[O, α², T]`, from `dy` `[O, B·Ho·Wo]`
@@ -691,64 +831,150 @@ fn transform_weight_grad<W: Minimal>(s: &Conv2dShape, du: &[f32]) -> Vec<f32> {
 /// `∂x = Σ_tiles B ∂V Bᵀ` placed at every tile's patch, from `dv` `[α², C, T]` to
 /// `[B, C, H, W]` (the adjoint of [`transform_input`]: the overlapping patches add up).
 fn transform_input_grad<W: Minimal>(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> Vec<f32> {
-    let (side, alpha) = (W::M, W::ALPHA);
-    let plane = s.height * s.width;
-    let (top, left) = (s.padding[0].0, s.padding[1].0);
-    let (tw, len) = (t.tw, t.len);
-    let row_len = side * len;
+    let alpha = W::ALPHA;
     let per_e = s.channels * t.tiles;
-    let total = s.batch * s.channels * plane;
+    let per_image = t.th * t.tw;
     let fill = |out: SharedOut| {
         (0..s.channels).into_par_iter().for_each(|c| {
-            let mut padded = vec![0.0f32; t.rows * row_len];
-            let per_image = t.th * tw;
-            // The ξ-combinations of one image's tiles, [k][ν][tile], then the patches' values
-            // [k][l][tile].
-            let mut e = vec![0.0f32; alpha * alpha * per_image];
-            let mut p = vec![0.0f32; alpha * alpha * per_image];
-            let mut line = vec![0.0f32; s.width];
+            let mut scratch = InputGradScratch::new::<W>(s, t);
             for b in 0..s.batch {
                 let first = b * per_image;
                 let dve = |xi: usize, nu: usize| &dv[(xi * alpha + nu) * per_e + c * t.tiles + first..][..per_image];
-                // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
-                for nu in 0..alpha {
-                    let v = runs(alpha, |xi| dve(xi, nu));
-                    let rows = runs_mut(&mut e, nu * per_image, alpha * per_image, alpha, per_image);
-                    along::<W>(Step::InputAdjoint, v, rows);
-                }
-                // p[k][l] = Σ_ν e[k][ν] Bᵀ[ν][l].
-                for k in 0..alpha {
-                    let ek = runs(alpha, |nu| &e[(k * alpha + nu) * per_image..][..per_image]);
-                    let values = runs_mut(&mut p, k * alpha * per_image, per_image, alpha, per_image);
-                    along::<W>(Step::InputAdjoint, ek, values);
-                }
-                // The patches overlap by two rows and columns: patch value (k, l) of tile
-                // (ty, tx) lands on padded row m·ty + k, column m·tx + l, that is entry
-                // tx + l/m of the row's phase l % m.
-                padded.fill(0.0);
-                for ty in 0..t.th {
-                    for k in 0..alpha {
-                        let row = &mut padded[(side * ty + k) * row_len..][..row_len];
-                        for l in 0..alpha {
-                            let at = (l % side) * len + l / side;
-                            let values = &p[(k * alpha + l) * per_image + ty * tw..][..tw];
-                            for (d, &x) in row[at..][..tw].iter_mut().zip(values) {
-                                *d += x;
-                            }
-                        }
-                    }
-                }
-                for iy in 0..s.height {
-                    join_phases(&padded[(iy + top) * row_len..][..row_len], side, len, left, &mut line);
-                    // SAFETY: this task alone writes channel c's planes.
-                    unsafe { out.write_run((b * s.channels + c) * plane + iy * s.width, line.iter().copied()) };
-                }
+                // SAFETY: this task alone writes channel c's planes.
+                unsafe {
+                    input_grad_image::<W>(s, t, dve, &mut scratch, out, (b * s.channels + c) * s.height * s.width)
+                };
             }
         });
     };
-    // SAFETY: every task writes exactly the planes of its channel, each value once (the loop
-    // over `iy` covers the whole plane).
-    let (dx, ()) = unsafe { filled_vec(total, fill) };
+    // SAFETY: every task writes exactly the planes of its channel, whole.
+    let (dx, ()) = unsafe { filled_vec(s.batch * s.channels * s.height * s.width, fill) };
+    dx
+}
+
+/// The work buffers of [`input_grad_image`], allocated once per task.
+struct InputGradScratch {
+    /// The padded plane, each row split by column phase.
+    padded: Vec<f32>,
+    /// The ξ-combinations of one image's tiles, `[k][ν][tile]`.
+    e: Vec<f32>,
+    /// The patches' values, `[k][l][tile]`.
+    p: Vec<f32>,
+    /// One row of the plane.
+    line: Vec<f32>,
+}
+
+impl InputGradScratch {
+    fn new<W: Minimal>(s: &Conv2dShape, t: &Tiling) -> Self {
+        let alpha = W::ALPHA;
+        let per_image = t.th * t.tw;
+        Self {
+            padded: vec![0.0; t.rows * W::M * t.len],
+            e: vec![0.0; alpha * alpha * per_image],
+            p: vec![0.0; alpha * alpha * per_image],
+            line: vec![0.0; s.width],
+        }
+    }
+}
+
+/// One input channel's plane of one image of [`transform_input_grad`]: `dve(ξ, ν)` is `∂V` at
+/// position (ξ, ν) for the image's `th·tw` tiles; the `H·W` plane is written from `plane` on.
+///
+/// # Safety
+/// `out` must hold the plane, which no other thread touches meanwhile.
+unsafe fn input_grad_image<'a, W: Minimal>(
+    s: &Conv2dShape,
+    t: &Tiling,
+    dve: impl Fn(usize, usize) -> &'a [f32],
+    scratch: &mut InputGradScratch,
+    out: SharedOut,
+    plane: usize,
+) {
+    let (side, alpha) = (W::M, W::ALPHA);
+    let (top, left) = (s.padding[0].0, s.padding[1].0);
+    let (tw, len) = (t.tw, t.len);
+    let row_len = side * len;
+    let per_image = t.th * tw;
+    let InputGradScratch { padded, e, p, line } = scratch;
+    // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
+    for nu in 0..alpha {
+        let v = runs(alpha, |xi| dve(xi, nu));
+        let rows = runs_mut(e, nu * per_image, alpha * per_image, alpha, per_image);
+        along::<W>(Step::InputAdjoint, v, rows);
+    }
+    // p[k][l] = Σ_ν e[k][ν] Bᵀ[ν][l].
+    for k in 0..alpha {
+        let ek = runs(alpha, |nu| &e[(k * alpha + nu) * per_image..][..per_image]);
+        let values = runs_mut(p, k * alpha * per_image, per_image, alpha, per_image);
+        along::<W>(Step::InputAdjoint, ek, values);
+    }
+    // The patches overlap by two rows and columns: patch value (k, l) of tile (ty, tx) lands on
+    // padded row m·ty + k, column m·tx + l, that is entry tx + l/m of the row's phase l % m.
+    padded.fill(0.0);
+    for ty in 0..t.th {
+        for k in 0..alpha {
+            let row = &mut padded[(side * ty + k) * row_len..][..row_len];
+            for l in 0..alpha {
+                let at = (l % side) * len + l / side;
+                let values = &p[(k * alpha + l) * per_image + ty * tw..][..tw];
+                for (d, &x) in row[at..][..tw].iter_mut().zip(values) {
+                    *d += x;
+                }
+            }
+        }
+    }
+    for iy in 0..s.height {
+        join_phases(&padded[(iy + top) * row_len..][..row_len], side, len, left, line);
+        // SAFETY: the plane is this caller's alone (the function's contract).
+        unsafe { out.write_run(plane + iy * s.width, line.iter().copied()) };
+    }
+}
+
+/// `∂x` of [`transform_input_grad`] from `∂V_e = U_eᵀ · ∂M_e` in blocks of `images` images:
+/// each block's α² products `[C, n]` (n its tiles) go into a work buffer of the thread that runs
+/// the block and its transform reads them there (the patches of different images never
+/// overlap, so blocks of whole images write disjoint planes). `ut(e)` is `U_eᵀ` `[C, O]`, `dm`
+/// is `∂M` `[O, α², T]`.
+fn input_grad_blocks<'a, W: Minimal>(
+    s: &Conv2dShape,
+    t: &Tiling,
+    images: usize,
+    ut: impl Fn(usize) -> View<'a> + Sync,
+    dm: &[f32],
+) -> Vec<f32> {
+    let (alpha, positions) = (W::ALPHA, W::ALPHA * W::ALPHA);
+    let (c, o) = (s.channels, s.out_channels);
+    let per_image = t.th * t.tw;
+    assert!(images > 0, "input_grad_blocks: empty blocks");
+    let fill = |out: SharedOut| {
+        (0..s.batch.div_ceil(images)).into_par_iter().for_each(|block| {
+            let (b0, b1) = (block * images, ((block + 1) * images).min(s.batch));
+            let (first, n) = (b0 * per_image, (b1 - b0) * per_image);
+            with_scratch(positions * c * n, |dv| {
+                for e in 0..positions {
+                    let dm = View {
+                        data: &dm[e * t.tiles + first..],
+                        rs: positions * t.tiles,
+                        cs: 1,
+                    };
+                    sgemm::sgemm(&mut dv[e * c * n..], [c, n, o], ut(e), dm, false, false);
+                }
+                let mut scratch = InputGradScratch::new::<W>(s, t);
+                for ci in 0..c {
+                    for b in b0..b1 {
+                        let at = (b - b0) * per_image;
+                        let dve = |xi: usize, nu: usize| &dv[((xi * alpha + nu) * c + ci) * n + at..][..per_image];
+                        // SAFETY: this block alone writes the planes of its images.
+                        unsafe {
+                            input_grad_image::<W>(s, t, dve, &mut scratch, out, (b * c + ci) * s.height * s.width)
+                        };
+                    }
+                }
+            });
+        });
+    };
+    // SAFETY: the blocks cover every image, and each writes every plane of its images whole.
+    let (dx, ()) = unsafe { filled_vec(s.batch * c * s.height * s.width, fill) };
     dx
 }
 
@@ -769,14 +995,33 @@ pub(crate) fn backward(
     }
 }
 
-/// [`backward`] by the algorithm `W`.
+/// [`backward`] by the algorithm `W`, the input gradient in blocks of images where
+/// [`block_units`] finds some.
 fn backward_by<W: Minimal>(
     s: &Conv2dShape,
     input: &[f32],
     weight: &[f32],
     dy: &[f32],
     v: Option<&[f32]>,
+    wanted: [bool; 2],
+) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
+    let t = Tiling::new(s, W::M);
+    let tile_bytes = W::ALPHA * W::ALPHA * s.channels * std::mem::size_of::<f32>();
+    let images = block_units(t.th * t.tw, s.batch, tile_bytes);
+    backward_with::<W>(s, input, weight, dy, v, wanted, images)
+}
+
+/// [`backward_by`] with the input gradient's products either one position at a time over
+/// every tile (`None`) or in blocks of this many images, each block's products followed by its
+/// transform ([`input_grad_blocks`]).
+fn backward_with<W: Minimal>(
+    s: &Conv2dShape,
+    input: &[f32],
+    weight: &[f32],
+    dy: &[f32],
+    v: Option<&[f32]>,
     [want_input, want_weight]: [bool; 2],
+    blocks: Option<usize>,
 ) -> (Option<Vec<f32>>, Option<Vec<f32>>) {
     let t = Tiling::new(s, W::M);
     let (o, c, tiles, positions) = (s.out_channels, s.channels, t.tiles, W::ALPHA * W::ALPHA);
@@ -824,19 +1069,17 @@ fn backward_by<W: Minimal>(
                     transform_weight::<W>(&flipped, swapped, ut);
                 });
                 let ut: &[f32] = ut;
+                let ut_view = |e: usize| View {
+                    data: &ut[e * o..],
+                    rs: positions * o,
+                    cs: 1,
+                };
+                if let Some(images) = blocks {
+                    return input_grad_blocks::<W>(s, &t, images, ut_view, dm);
+                }
                 with_scratch(positions * c * tiles, |dv| {
                     // ∂V_e [C, T] = U_eᵀ [C, O] · ∂M_e [O, T].
-                    products(
-                        dv,
-                        positions,
-                        [c, tiles, o],
-                        |e| View {
-                            data: &ut[e * o..],
-                            rs: positions * o,
-                            cs: 1,
-                        },
-                        dm_view,
-                    );
+                    products(dv, positions, [c, tiles, o], ut_view, dm_view);
                     transform_input_grad::<W>(s, &t, dv)
                 })
             })
@@ -861,7 +1104,7 @@ mod tests {
         for (height, width) in [(1, 1), (2, 3), (3, 3), (4, 5), (6, 7), (7, 4)] {
             for padding in [[(0, 0), (0, 0)], [(1, 1), (1, 1)], [(2, 0), (0, 2)], [(2, 2), (1, 0)]] {
                 let s = Conv2dShape {
-                    batch: 2,
+                    batch: 3,
                     channels: 3,
                     height,
                     width,
@@ -1033,9 +1276,13 @@ mod tests {
             let want = naive(&s, &x, &w, None);
             let (o, hw) = (s.out_channels, s.out_plane());
             // Stale values in both buffers: every entry must be written.
-            let mut y = vec![f32::NAN; o * s.batch * hw];
-            let mut v = vec![f32::NAN; len::<W>(&s)];
-            forward_by::<W>(&s, &x, &w, &mut y, &mut v[..len::<W>(&s)]);
+            let run = |blocks: Option<usize>| {
+                let mut y = vec![f32::NAN; o * s.batch * hw];
+                let mut v = vec![f32::NAN; len::<W>(&s)];
+                forward_with::<W>(&s, &x, &w, &mut y, &mut v, blocks);
+                y
+            };
+            let y = run(None);
             for b in 0..s.batch {
                 for oi in 0..o {
                     for p in 0..hw {
@@ -1047,6 +1294,15 @@ mod tests {
                         );
                     }
                 }
+            }
+            // In blocks of 1, 2 and 3 tile rows (a shorter last block where 2 or 3 does not
+            // divide the batch's tile rows, blocks that span images) and of all of them, the
+            // products sum in the same order: the same values to the bit.
+            let tile_rows = s.batch * Tiling::new(&s, W::M).th;
+            for rows in [1, 2, 3, tile_rows] {
+                let blocked = run(Some(rows));
+                let same = blocked.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(same, "F({m}×{m}) {s:?}: blocks of {rows} tile rows", m = W::M);
             }
         }
     }
@@ -1079,8 +1335,19 @@ mod tests {
             let mut y = vec![0.0f32; g.len()];
             let mut v = vec![0.0f32; len::<W>(&s)];
             forward_by::<W>(&s, &x, &w, &mut y, &mut v);
-            let (dx, dw) = backward_by::<W>(&s, &x, &w, &dy, Some(&v), [true, true]);
+            let (dx, dw) = backward_with::<W>(&s, &x, &w, &dy, Some(&v), [true, true], None);
             let (dx, dw) = (dx.unwrap(), dw.unwrap());
+            // In blocks of 1, 2 and 4 images (2 leaves a shorter last block, 4 is one block of
+            // all), the products sum in the same order: the same values to the bit.
+            for images in [1, 2, 4] {
+                let (blocked, _) = backward_with::<W>(&s, &x, &w, &dy, Some(&v), [true, false], Some(images));
+                assert_eq!(
+                    blocked.unwrap(),
+                    dx,
+                    "F({m}×{m}) {s:?}: blocks of {images} images",
+                    m = W::M
+                );
+            }
             let (none_x, again) = backward_by::<W>(&s, &x, &w, &dy, None, [false, true]);
             assert!(none_x.is_none());
             assert_eq!(again.unwrap(), dw, "{s:?}: transformed again, the same weight gradient");
