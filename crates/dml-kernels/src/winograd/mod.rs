@@ -25,14 +25,19 @@
 //! applies them to the image. The transforms are vectorised along the tiles: each padded input
 //! row is stored split by column phase (the column modulo m), so that the stride-m reads of a
 //! row's tiles become contiguous runs, and every combination that does not move values between
-//! rows runs over one image's tiles at once (`th·tw` values, where a tile row has 1 to 14 in
-//! ResNet-18: loops that short are mostly overhead, and combining per image made the
-//! conv-BN-ReLU layers of `benches/conv.rs` about 10 % faster).
+//! rows runs over several whole images' tiles at once ([`RUN_TILES`]; a tile row has 1 to 14
+//! tiles in ResNet-18: loops that short are mostly overhead, and combining per image rather
+//! than per tile row made the conv-BN-ReLU layers of `benches/conv.rs` about 10 % faster).
+//!
+//! Where few channels are summed over, a product is bound by writing its result, not by its
+//! multiply-adds: there the forward products and the input gradient's run in blocks of tiles,
+//! each block's transform following at once while its products are in cache ([`block_units`]).
 //!
 //! Layouts, with `P = α²` positions: `U` `[O, P, C]` (and, for the input gradient, the transform
-//! of the transposed kernels `[C, P, O]`), `V` `[C, P, T]`, `M` `[P, O, T]`, `∂M` `[O, P, T]`,
-//! `∂U` `[P, O, C]`, `∂V` `[P, C, T]`; the products read them through strided [`View`]s, and
-//! only the weight gradient's `V_eᵀ` is packed transposed.
+//! of the transposed kernels `[C, P, O]`), `V` `[C, P, T]`, `M` `[P, O, T]` (or `[P, O, n]` for
+//! a block of `n` tiles), `∂M` `[O, P, T]`, `∂U` `[P, O, C]`, `∂V` `[P, C, T]` (or `[P, C, n]`);
+//! the products read them through strided [`View`]s, and only the weight gradient's `V_eᵀ` is
+//! packed transposed.
 
 mod f2;
 mod f4;
@@ -440,48 +445,77 @@ pub(crate) fn transformed_len(s: &Conv2dShape) -> usize {
     }
 }
 
+/// The tiles the transforms combine at once, at least: whole images, as many as make up this
+/// many tiles, so that ResNet-18's small maps (4 tiles per image at 7² and 4²) get long vector
+/// loops while a large map's run (49 tiles per image at 28²) stays in L1. Measured on the
+/// conv-BN-ReLU layers of `benches/conv.rs` (forward + backward, ms, medians of 4 runs
+/// alternating): runs of one image → of the whole batch took the 512-channel layer at 4² from
+/// 26.6 to 24.6 and the 256-channel one at 7² from 16.4 to 15.3, but the 64-channel one at 28²
+/// from 22.8 to 23.2 (its batch's run is 1,568 tiles); runs of this many (two images there)
+/// gave it back a little, 24.2 → 24.1 in a later, slower series of 8 (within the noise).
+const RUN_TILES: usize = 128;
+
+/// Whole images per run of the transforms ([`RUN_TILES`]).
+fn images_per_run(t: &Tiling) -> usize {
+    (RUN_TILES / (t.th * t.tw).max(1)).max(1)
+}
+
 /// `V = Bᵀ d B` for every tile and input channel, into `v` `[C, α², T]` (every entry written).
 /// The columns are combined once per padded input row (a patch row is shared by the tile rows
-/// whose patches overlap there), the rows over the image's whole run of tiles at once.
+/// whose patches overlap there, and copied to each), the rows over runs of whole images
+/// ([`images_per_run`]).
 fn transform_input<W: Minimal>(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &mut [f32]) {
     let (m, alpha) = (W::M, W::ALPHA);
     let plane = s.height * s.width;
     let (top, left) = (s.padding[0].0, s.padding[1].0);
-    let (tw, len) = (t.tw, t.len);
+    let (tw, len, tiles) = (t.tw, t.len, t.tiles);
     let per_image = t.th * tw;
-    // Padded row `r` is band `r / m` of row phase `r % m`; one row's combinations ν lie
-    // `stride` apart in `columns` below.
-    let bands = t.th + 1;
-    let stride = m * bands * tw;
-    v.par_chunks_mut((alpha * alpha * t.tiles).max(1))
+    let group = images_per_run(t);
+    v.par_chunks_mut((alpha * alpha * tiles).max(1))
         .enumerate()
         .for_each(|(c, out)| {
             // One padded row split by column phase; its padding columns are never written, so
             // stay 0.
             let mut padded = vec![0.0f32; m * len];
-            // The column combinations ν of every padded row, `[ν][row phase][band][tile
-            // column]`: so that the rows `m·ty + k` of all tile rows are one run for each `k`.
-            // The rows that are padding are never written, so stay 0.
-            let mut columns = vec![0.0f32; alpha * m * bands * tw];
-            let at = |nu: usize, row: usize| ((nu * m + row % m) * bands + row / m) * tw;
-            for b in 0..s.batch {
-                let src = &input[(b * s.channels + c) * plane..][..plane];
-                for iy in 0..s.height {
-                    split_phases(&src[iy * s.width..][..s.width], left, m, len, &mut padded);
-                    // Column l of tile tx's patch is entry tx + l/m of phase l % m.
-                    let d = runs(alpha, |l| &padded[(l % m) * len + l / m..][..tw]);
+            // One padded row's column combinations, [ν][tile column].
+            let mut row = vec![0.0f32; alpha * tw];
+            // The column combinations ν of patch row k of the run's tiles, `[ν][k][tile]`, so
+            // that each (ν, k) is one run. The patch rows that are padding are never written,
+            // so stay 0 (zeroed again for a shorter last run, whose layout differs).
+            let mut columns = vec![0.0f32; alpha * alpha * group * per_image];
+            for b0 in (0..s.batch).step_by(group) {
+                let images = group.min(s.batch - b0);
+                let n = images * per_image;
+                if images < group {
+                    columns.fill(0.0);
+                }
+                for b in b0..b0 + images {
+                    let src = &input[(b * s.channels + c) * plane..][..plane];
+                    for iy in 0..s.height {
+                        split_phases(&src[iy * s.width..][..s.width], left, m, len, &mut padded);
+                        // Column l of tile tx's patch is entry tx + l/m of phase l % m.
+                        let d = runs(alpha, |l| &padded[(l % m) * len + l / m..][..tw]);
+                        along::<W>(Step::Input, d, runs_mut(&mut row, 0, tw, alpha, tw));
+                        // Padded row r is patch row r − m·ty of the tile rows ty it reaches.
+                        let r = iy + top;
+                        let lowest = (r + 1).saturating_sub(alpha).div_ceil(m);
+                        for ty in lowest..=(r / m).min(t.th - 1) {
+                            let k = r - m * ty;
+                            let at = (b - b0) * per_image + ty * tw;
+                            for nu in 0..alpha {
+                                columns[(nu * alpha + k) * n + at..][..tw].copy_from_slice(&row[nu * tw..][..tw]);
+                            }
+                        }
+                    }
+                }
+                let first = b0 * per_image;
+                for nu in 0..alpha {
+                    let d = runs(alpha, |k| &columns[(nu * alpha + k) * n..][..n]);
                     along::<W>(
                         Step::Input,
                         d,
-                        runs_mut(&mut columns, at(0, iy + top), stride, alpha, tw),
+                        runs_mut(out, nu * tiles + first, alpha * tiles, alpha, n),
                     );
-                }
-                let first = b * per_image;
-                for nu in 0..alpha {
-                    // Patch row k of every tile: padded row m·ty + k, ty = 0..th.
-                    let d = runs(alpha, |k| &columns[at(nu, k)..][..per_image]);
-                    let v = runs_mut(out, nu * t.tiles + first, alpha * t.tiles, alpha, per_image);
-                    along::<W>(Step::Input, d, v);
                 }
             }
         });
@@ -533,45 +567,27 @@ fn products<'a, 'b>(
         .for_each(|(e, c)| sgemm::sgemm(c, [m, n, k], a(e), b(e), false, false));
 }
 
-/// `Y = Aᵀ M A` for every tile and output channel, written to `y` `[O, B·Ho·Wo]`. Positions
-/// past the output's last row or column are dropped.
+/// `Y = Aᵀ M A` for every tile and output channel, from `m` `[α², O, T]` into `y`
+/// `[O, B·Ho·Wo]`, the channels in parallel ([`transform_output_rows`] over all tile rows).
 fn transform_output<W: Minimal>(t: &Tiling, [batch, o]: [usize; 2], m: &[f32], y: &mut [f32]) {
-    let (side, alpha) = (W::M, W::ALPHA);
     let [ho, wo] = t.out;
-    let n = batch * ho * wo;
-    // `M_e` is `[O, T]`; `y` holds `O` rows of `n`.
-    let (tw, per_e) = (t.tw, o * t.tiles);
-    let per_image = t.th * tw;
-    y[..o * n].par_chunks_mut(n.max(1)).enumerate().for_each(|(oi, out)| {
-        // m rows (ξ combined) of α columns, [i][ν][tile], then the m × m results [i][j][tile].
-        let mut q = vec![0.0f32; side * alpha * per_image];
-        let mut r = vec![0.0f32; side * side * per_image];
-        for b in 0..batch {
-            let first = b * per_image;
-            let me = |e: usize| &m[e * per_e + oi * t.tiles + first..][..per_image];
-            for nu in 0..alpha {
-                let column = runs(alpha, |xi| me(xi * alpha + nu));
-                let rows = runs_mut(&mut q, nu * per_image, alpha * per_image, side, per_image);
-                along::<W>(Step::Output, column, rows);
+    assert!(y.len() >= o * batch * ho * wo, "transform_output: output too short");
+    let out = SharedOut::new(y);
+    let group = images_per_run(t);
+    (0..o).into_par_iter().for_each_init(
+        || OutputScratch::new::<W>(group * t.th * t.tw),
+        |scratch, oi| {
+            for b0 in (0..batch).step_by(group) {
+                let rows = (b0 * t.th, (b0 + group).min(batch) * t.th);
+                let first = rows.0 * t.tw;
+                // SAFETY: each task writes the rows of its own channel, which `y` holds
+                // (asserted).
+                unsafe {
+                    transform_output_rows::<W>(t, [batch, o], rows, oi..oi + 1, (&m[first..], t.tiles), scratch, out)
+                };
             }
-            for i in 0..side {
-                let qi = runs(alpha, |nu| &q[(i * alpha + nu) * per_image..][..per_image]);
-                let results = runs_mut(&mut r, i * side * per_image, per_image, side, per_image);
-                along::<W>(Step::Output, qi, results);
-            }
-            for ty in 0..t.th {
-                for i in 0..side {
-                    let row = side * ty + i;
-                    if row >= ho {
-                        break;
-                    }
-                    let line = &mut out[b * ho * wo + row * wo..][..wo];
-                    // Column m·tx + j of the row is r[i][j][ty·tw + tx]: phase j of the row.
-                    join_phases(&r[i * side * per_image + ty * tw..], side, per_image, 0, line);
-                }
-            }
-        }
-    });
+        },
+    );
 }
 
 /// The convolution of `input` `[B, C, H, W]` with `weight` `[O, C, 3, 3]`, channel-major into
@@ -584,7 +600,7 @@ pub(crate) fn forward(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f
     }
 }
 
-/// [`forward`] by the algorithm `W`, in blocks of tile rows where [`block_rows`] finds some.
+/// [`forward`] by the algorithm `W`, in blocks of tile rows where [`block_units`] finds some.
 fn forward_by<W: Minimal>(s: &Conv2dShape, input: &[f32], weight: &[f32], y: &mut [f32], v: &mut [f32]) {
     let t = Tiling::new(s, W::M);
     let tile_bytes = W::ALPHA * W::ALPHA * s.out_channels * std::mem::size_of::<f32>();
@@ -699,42 +715,66 @@ fn product_output_blocks<'a, W: Minimal>(
                 };
                 sgemm::sgemm(&mut m[e * o * n..], [o, n, c], u(e), b, false, false);
             }
+            let mut scratch = OutputScratch::new::<W>(n);
             // SAFETY: this block alone writes the output rows of its tile rows (in every
             // channel), and `y` holds them all (asserted).
-            unsafe { transform_output_rows::<W>(t, [batch, o], (first_row, last_row), m, out) };
+            unsafe {
+                transform_output_rows::<W>(t, [batch, o], (first_row, last_row), 0..o, (m, n), &mut scratch, out)
+            };
         });
     });
 }
 
-/// `Y = Aᵀ M A` for the tile rows `first_row..last_row` of the batch and every output channel,
-/// from `m` `[α², O, n]` (`n` the rows' tiles) into `y` `[O, B·Ho·Wo]`; positions past the
-/// output's last row or column are dropped.
+/// The work buffers of [`transform_output_rows`] for up to `n` tiles.
+struct OutputScratch {
+    /// m rows (ξ combined) of α columns, `[i][ν][tile]`.
+    q: Vec<f32>,
+    /// The m × m results, `[i][j][tile]`.
+    r: Vec<f32>,
+}
+
+impl OutputScratch {
+    fn new<W: Minimal>(n: usize) -> Self {
+        Self {
+            q: vec![0.0; W::M * W::ALPHA * n],
+            r: vec![0.0; W::M * W::M * n],
+        }
+    }
+}
+
+/// `Y = Aᵀ M A` for the tile rows `first_row..last_row` of the batch and the output channels
+/// `channels` (of `O`), from `m` `[α², O, stride]` (the rows' `n` tiles first in each run of
+/// `stride`) into `y` `[O, B·Ho·Wo]`;
+/// positions past the output's last row or column are dropped. The combinations run over the
+/// rows' whole run of tiles at once.
 ///
 /// # Safety
-/// `y` must hold `O·B·Ho·Wo` values, of which no other thread writes the rows of these tiles.
+/// `y` must hold `O·B·Ho·Wo` values, of which no other thread writes the rows of these tiles in
+/// these channels.
 unsafe fn transform_output_rows<W: Minimal>(
     t: &Tiling,
     [batch, o]: [usize; 2],
     (first_row, last_row): (usize, usize),
-    m: &[f32],
+    channels: std::ops::Range<usize>,
+    (m, stride): (&[f32], usize),
+    scratch: &mut OutputScratch,
     y: SharedOut,
 ) {
     let (side, alpha) = (W::M, W::ALPHA);
     let [ho, wo] = t.out;
     let tw = t.tw;
     let n = (last_row - first_row) * tw;
-    // m rows (ξ combined) of α columns, [i][ν][tile], then the m × m results [i][j][tile].
-    let mut q = vec![0.0f32; side * alpha * n];
-    let mut r = vec![0.0f32; side * side * n];
-    for oi in 0..o {
-        let me = |e: usize| &m[(e * o + oi) * n..][..n];
+    let OutputScratch { q, r } = scratch;
+    let (q, r) = (&mut q[..side * alpha * n], &mut r[..side * side * n]);
+    for oi in channels {
+        let me = |e: usize| &m[(e * o + oi) * stride..][..n];
         for nu in 0..alpha {
             let column = runs(alpha, |xi| me(xi * alpha + nu));
-            along::<W>(Step::Output, column, runs_mut(&mut q, nu * n, alpha * n, side, n));
+            along::<W>(Step::Output, column, runs_mut(q, nu * n, alpha * n, side, n));
         }
         for i in 0..side {
             let qi = runs(alpha, |nu| &q[(i * alpha + nu) * n..][..n]);
-            along::<W>(Step::Output, qi, runs_mut(&mut r, i * side * n, n, side, n));
+            along::<W>(Step::Output, qi, runs_mut(r, i * side * n, n, side, n));
         }
         for tile_row in first_row..last_row {
             let (b, ty) = (tile_row / t.th, tile_row % t.th);
@@ -756,44 +796,51 @@ unsafe fn transform_output_rows<W: Minimal>(
 
 /// `∂M = A ∂Y Aᵀ` for every tile and output channel, `[O, α², T]`, from `dy` `[O, B·Ho·Wo]`
 /// (the adjoint of [`transform_output`]: the positions past the output's edge contribute
-/// nothing).
+/// nothing). The combinations run over runs of whole images ([`images_per_run`]).
 fn transform_output_grad<W: Minimal>(t: &Tiling, batch: usize, dy: &[f32], dm: &mut [f32]) {
     let (side, alpha) = (W::M, W::ALPHA);
     let [ho, wo] = t.out;
-    let n = batch * ho * wo;
-    let tw = t.tw;
+    let n_all = batch * ho * wo;
+    let (tw, tiles) = (t.tw, t.tiles);
     let per_image = t.th * tw;
-    dm.par_chunks_mut((alpha * alpha * t.tiles).max(1))
+    let group = images_per_run(t);
+    dm.par_chunks_mut((alpha * alpha * tiles).max(1))
         .enumerate()
         .for_each(|(oi, out)| {
-            let row = &dy[oi * n..][..n];
-            // One image's gradient as [i][j][tile] runs (row i of every tile, its column phase
-            // j), then combined along ξ into [ξ][j][tile].
-            let mut g = vec![0.0f32; side * side * per_image];
-            let mut r = vec![0.0f32; alpha * side * per_image];
-            for b in 0..batch {
-                for ty in 0..t.th {
-                    for i in 0..side {
-                        let y = side * ty + i;
-                        let at = i * side * per_image + ty * tw;
-                        for j in 0..side {
-                            g[at + j * per_image..][..tw].fill(0.0);
-                        }
-                        if y < ho {
-                            split_phases(&row[b * ho * wo + y * wo..][..wo], 0, side, per_image, &mut g[at..]);
+            let row = &dy[oi * n_all..][..n_all];
+            // The run's gradient as [i][j][tile] runs (row i of every tile, its column phase j),
+            // then combined along ξ into [ξ][j][tile].
+            let mut g = vec![0.0f32; side * side * group * per_image];
+            let mut r = vec![0.0f32; alpha * side * group * per_image];
+            for b0 in (0..batch).step_by(group) {
+                let images = group.min(batch - b0);
+                let n = images * per_image;
+                for b in b0..b0 + images {
+                    for ty in 0..t.th {
+                        for i in 0..side {
+                            let y = side * ty + i;
+                            let at = i * side * n + (b - b0) * per_image + ty * tw;
+                            for j in 0..side {
+                                g[at + j * n..][..tw].fill(0.0);
+                            }
+                            if y < ho {
+                                split_phases(&row[b * ho * wo + y * wo..][..wo], 0, side, n, &mut g[at..]);
+                            }
                         }
                     }
                 }
                 for j in 0..side {
-                    let gi = runs(side, |i| &g[(i * side + j) * per_image..][..per_image]);
-                    let rows = runs_mut(&mut r, j * per_image, side * per_image, alpha, per_image);
-                    along::<W>(Step::OutputAdjoint, gi, rows);
+                    let gi = runs(side, |i| &g[(i * side + j) * n..][..n]);
+                    along::<W>(Step::OutputAdjoint, gi, runs_mut(&mut r, j * n, side * n, alpha, n));
                 }
-                let first = b * per_image;
+                let first = b0 * per_image;
                 for xi in 0..alpha {
-                    let rj = runs(side, |j| &r[(xi * side + j) * per_image..][..per_image]);
-                    let dm = runs_mut(out, xi * alpha * t.tiles + first, t.tiles, alpha, per_image);
-                    along::<W>(Step::OutputAdjoint, rj, dm);
+                    let rj = runs(side, |j| &r[(xi * side + j) * n..][..n]);
+                    along::<W>(
+                        Step::OutputAdjoint,
+                        rj,
+                        runs_mut(out, xi * alpha * tiles + first, tiles, alpha, n),
+                    );
                 }
             }
         });
@@ -834,16 +881,29 @@ fn transform_input_grad<W: Minimal>(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> 
     let alpha = W::ALPHA;
     let per_e = s.channels * t.tiles;
     let per_image = t.th * t.tw;
+    let group = images_per_run(t);
     let fill = |out: SharedOut| {
         (0..s.channels).into_par_iter().for_each(|c| {
-            let mut scratch = InputGradScratch::new::<W>(s, t);
-            for b in 0..s.batch {
-                let first = b * per_image;
-                let dve = |xi: usize, nu: usize| &dv[(xi * alpha + nu) * per_e + c * t.tiles + first..][..per_image];
-                // SAFETY: this task alone writes channel c's planes.
-                unsafe {
-                    input_grad_image::<W>(s, t, dve, &mut scratch, out, (b * s.channels + c) * s.height * s.width)
-                };
+            let mut scratch = InputGradScratch::new::<W>(s, t, group * per_image);
+            for b0 in (0..s.batch).step_by(group) {
+                let images = group.min(s.batch - b0);
+                let n = images * per_image;
+                let first = c * t.tiles + b0 * per_image;
+                let dve = |xi: usize, nu: usize| &dv[(xi * alpha + nu) * per_e + first..][..n];
+                input_grad_patches::<W>(n, dve, &mut scratch);
+                for b in b0..b0 + images {
+                    // SAFETY: this task alone writes channel c's planes.
+                    unsafe {
+                        input_grad_plane::<W>(
+                            s,
+                            t,
+                            &mut scratch,
+                            (b - b0) * per_image,
+                            out,
+                            (b * s.channels + c) * s.height * s.width,
+                        )
+                    };
+                }
             }
         });
     };
@@ -852,62 +912,81 @@ fn transform_input_grad<W: Minimal>(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> 
     dx
 }
 
-/// The work buffers of [`input_grad_image`], allocated once per task.
+/// The work buffers of [`input_grad_patches`] and [`input_grad_plane`] for runs of up to a
+/// given number of tiles, allocated once per task.
 struct InputGradScratch {
-    /// The padded plane, each row split by column phase.
-    padded: Vec<f32>,
-    /// The ξ-combinations of one image's tiles, `[k][ν][tile]`.
+    /// The length of the run whose patches the buffers hold.
+    n: usize,
+    /// The ξ-combinations of the run's tiles, `[k][ν][tile]`.
     e: Vec<f32>,
     /// The patches' values, `[k][l][tile]`.
     p: Vec<f32>,
+    /// One image's padded plane, each row split by column phase.
+    padded: Vec<f32>,
     /// One row of the plane.
     line: Vec<f32>,
 }
 
 impl InputGradScratch {
-    fn new<W: Minimal>(s: &Conv2dShape, t: &Tiling) -> Self {
-        let alpha = W::ALPHA;
-        let per_image = t.th * t.tw;
+    fn new<W: Minimal>(s: &Conv2dShape, t: &Tiling, most: usize) -> Self {
+        let (alpha, n) = (W::ALPHA, most);
         Self {
+            n: 0,
+            e: vec![0.0; alpha * alpha * n],
+            p: vec![0.0; alpha * alpha * n],
             padded: vec![0.0; t.rows * W::M * t.len],
-            e: vec![0.0; alpha * alpha * per_image],
-            p: vec![0.0; alpha * alpha * per_image],
             line: vec![0.0; s.width],
         }
     }
 }
 
-/// One input channel's plane of one image of [`transform_input_grad`]: `dve(ξ, ν)` is `∂V` at
-/// position (ξ, ν) for the image's `th·tw` tiles; the `H·W` plane is written from `plane` on.
+/// The patches' values `B ∂V Bᵀ` of one input channel for a run of `n` tiles (whole images),
+/// into `scratch`'s `[k][l][tile]` (which then holds a run of `n`): `dve(ξ, ν)` is `∂V` at position (ξ, ν) for the run's
+/// tiles. The combinations run over the whole run at once.
+fn input_grad_patches<'a, W: Minimal>(
+    n: usize,
+    dve: impl Fn(usize, usize) -> &'a [f32],
+    scratch: &mut InputGradScratch,
+) {
+    let alpha = W::ALPHA;
+    let len = alpha * alpha * n;
+    assert!(
+        len <= scratch.e.len(),
+        "input_grad_patches: a run of {n} tiles, longer than the scratch"
+    );
+    scratch.n = n;
+    let (e, p) = (&mut scratch.e[..len], &mut scratch.p[..len]);
+    // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
+    for nu in 0..alpha {
+        let v = runs(alpha, |xi| dve(xi, nu));
+        along::<W>(Step::InputAdjoint, v, runs_mut(e, nu * n, alpha * n, alpha, n));
+    }
+    // p[k][l] = Σ_ν e[k][ν] Bᵀ[ν][l].
+    for k in 0..alpha {
+        let ek = runs(alpha, |nu| &e[(k * alpha + nu) * n..][..n]);
+        along::<W>(Step::InputAdjoint, ek, runs_mut(p, k * alpha * n, n, alpha, n));
+    }
+}
+
+/// One image's plane of one input channel from the patches [`input_grad_patches`] left in
+/// `scratch` (the image's tiles from `first` on in the run): the overlapping patches added up
+/// and the plane's `H·W` values written from `plane` on.
 ///
 /// # Safety
 /// `out` must hold the plane, which no other thread touches meanwhile.
-unsafe fn input_grad_image<'a, W: Minimal>(
+unsafe fn input_grad_plane<W: Minimal>(
     s: &Conv2dShape,
     t: &Tiling,
-    dve: impl Fn(usize, usize) -> &'a [f32],
     scratch: &mut InputGradScratch,
+    first: usize,
     out: SharedOut,
     plane: usize,
 ) {
     let (side, alpha) = (W::M, W::ALPHA);
     let (top, left) = (s.padding[0].0, s.padding[1].0);
-    let (tw, len) = (t.tw, t.len);
+    let (tw, len, n) = (t.tw, t.len, scratch.n);
     let row_len = side * len;
-    let per_image = t.th * tw;
-    let InputGradScratch { padded, e, p, line } = scratch;
-    // e[k][ν] = Σ_ξ Bᵀ[ξ][k] ∂V[ξ][ν].
-    for nu in 0..alpha {
-        let v = runs(alpha, |xi| dve(xi, nu));
-        let rows = runs_mut(e, nu * per_image, alpha * per_image, alpha, per_image);
-        along::<W>(Step::InputAdjoint, v, rows);
-    }
-    // p[k][l] = Σ_ν e[k][ν] Bᵀ[ν][l].
-    for k in 0..alpha {
-        let ek = runs(alpha, |nu| &e[(k * alpha + nu) * per_image..][..per_image]);
-        let values = runs_mut(p, k * alpha * per_image, per_image, alpha, per_image);
-        along::<W>(Step::InputAdjoint, ek, values);
-    }
+    let InputGradScratch { p, padded, line, .. } = scratch;
     // The patches overlap by two rows and columns: patch value (k, l) of tile (ty, tx) lands on
     // padded row m·ty + k, column m·tx + l, that is entry tx + l/m of the row's phase l % m.
     padded.fill(0.0);
@@ -916,7 +995,7 @@ unsafe fn input_grad_image<'a, W: Minimal>(
             let row = &mut padded[(side * ty + k) * row_len..][..row_len];
             for l in 0..alpha {
                 let at = (l % side) * len + l / side;
-                let values = &p[(k * alpha + l) * per_image + ty * tw..][..tw];
+                let values = &p[(k * alpha + l) * n + first + ty * tw..][..tw];
                 for (d, &x) in row[at..][..tw].iter_mut().zip(values) {
                     *d += x;
                 }
@@ -959,14 +1038,21 @@ fn input_grad_blocks<'a, W: Minimal>(
                     };
                     sgemm::sgemm(&mut dv[e * c * n..], [c, n, o], ut(e), dm, false, false);
                 }
-                let mut scratch = InputGradScratch::new::<W>(s, t);
+                let mut scratch = InputGradScratch::new::<W>(s, t, n);
                 for ci in 0..c {
+                    let dve = |xi: usize, nu: usize| &dv[((xi * alpha + nu) * c + ci) * n..][..n];
+                    input_grad_patches::<W>(n, dve, &mut scratch);
                     for b in b0..b1 {
-                        let at = (b - b0) * per_image;
-                        let dve = |xi: usize, nu: usize| &dv[((xi * alpha + nu) * c + ci) * n + at..][..per_image];
                         // SAFETY: this block alone writes the planes of its images.
                         unsafe {
-                            input_grad_image::<W>(s, t, dve, &mut scratch, out, (b * c + ci) * s.height * s.width)
+                            input_grad_plane::<W>(
+                                s,
+                                t,
+                                &mut scratch,
+                                (b - b0) * per_image,
+                                out,
+                                (b * c + ci) * s.height * s.width,
+                            )
                         };
                     }
                 }
@@ -1098,7 +1184,8 @@ mod tests {
     }
 
     /// Every 3 × 3 stride-1 geometry from 1 × 1 to 6 × 7 inputs (odd and even output sizes, so
-    /// tiles that hang over the output's edge) with no, symmetric and one-sided padding.
+    /// tiles that hang over the output's edge) with no, symmetric and one-sided padding, and two
+    /// larger maps.
     fn geometries() -> Vec<Conv2dShape> {
         let mut out = Vec::new();
         for (height, width) in [(1, 1), (2, 3), (3, 3), (4, 5), (6, 7), (7, 4)] {
@@ -1117,6 +1204,21 @@ mod tests {
                     out.push(s);
                 }
             }
+        }
+        // Maps large enough that a run of the transforms ([`RUN_TILES`]) holds fewer images
+        // than the batch (F(2 × 2): 196 or 182 tiles per image, F(4 × 4): 49), so the
+        // transforms go over several runs, the last one shorter.
+        for (height, width) in [(28, 27), (26, 28)] {
+            out.push(Conv2dShape {
+                batch: 3,
+                channels: 3,
+                height,
+                width,
+                out_channels: 5,
+                kernel: [3, 3],
+                stride: [1, 1],
+                padding: [(1, 1), (1, 1)],
+            });
         }
         out
     }
