@@ -194,10 +194,12 @@ pub const EXPLAINED: &[(&str, &str)] = &[
 /// Why PyTorch trains convolutional networks faster on the CPU.
 const CONVOLUTIONS: &str = "Our convolutions run on our AVX-512 product: Winograd F(4×4, 3×3) or \
     F(2×2, 3×3) for the wide 3 × 3 stride-1 layers (4 or 2.25 times fewer multiply-adds), im2col for \
-    the others. The products run at about PyTorch's speed, but the Winograd transforms, the \
-    unfolding and packing, the batch-norm, ReLU and pooling passes and the reorders between them \
-    cost about 0.2 s of a 0.47 s ResNet-18 step (profiled before F(4×4)), passes that oneDNN's \
-    direct convolutions on blocked layouts fuse away (README, \"Where the CPU time goes\").";
+    the others. The products, at 45–65 GMAC/s per core, are about half of a ResNet-18 step; the \
+    Winograd transforms, the unfolding and packing, the batch-norm, ReLU and pooling passes and the \
+    reorders between them are most of the rest (about 40 % of a 0.43 s step, profiled 2026-11-25), \
+    passes that oneDNN's direct convolutions on blocked layouts fuse away. The small CNN's layers \
+    have too few channels for Winograd to pay, so it runs on im2col alone (README, \"Where the CPU \
+    time goes\").";
 
 /// The entries `only` selects: every default entry when it is empty, else each entry whose name
 /// is listed (comma-separated names may also be given in one argument).
