@@ -163,17 +163,17 @@ mod tests {
     use burn::module::Param;
     use burn::nn::conv::Conv2dConfig;
     use burn::nn::{BatchNormConfig, PaddingConfig2d};
-    use burn::tensor::{Device, Distribution};
+    use burn::tensor::Device;
 
     use super::*;
-    use crate::test_support::{assert_close, values};
+    use crate::test_support::{assert_close, spread, values};
 
     /// The fused block against Burn's convolution, batch norm and ReLU run one after another:
     /// output, the four gradients and both running statistics.
     #[test]
     fn fused_block_matches_burn_with_gradients_and_running_statistics() {
         let device = Device::flex().autodiff();
-        let x0: Tensor<4> = Tensor::random([3, 4, 9, 8], Distribution::Normal(0.3, 1.5), &device);
+        let x0: Tensor<4> = spread([3, 4, 9, 8], 1, 0.3, 1.5, &device);
         for (stride, padding, relu_after) in [
             ([1, 1], PaddingConfig2d::Explicit(1, 1, 1, 1), true),
             ([2, 2], PaddingConfig2d::Explicit(1, 0, 1, 0), false),
@@ -228,8 +228,12 @@ mod tests {
     fn inference_and_biased_blocks_match_burn() {
         let device = Device::flex();
         let conv = Conv2dConfig::new([2, 3], [3, 3]).with_bias(false).init(&device);
+        let conv = Conv2d {
+            weight: Param::from_tensor(spread([3, 2, 3, 3], 2, 0.0, 0.25, &device)),
+            ..conv
+        };
         let bn = BatchNormConfig::new(3).init(&device);
-        let x: Tensor<4> = Tensor::random([2, 2, 5, 5], Distribution::Default, &device);
+        let x: Tensor<4> = spread([2, 2, 5, 5], 3, 0.5, 0.29, &device);
         // Not an autodiff device: inference with the running statistics.
         let want = values(relu(bn.forward(conv.forward(x.clone()))));
         assert_close(&values(conv_bn(&conv, &bn, x, true)), &want, 1e-5, "inference");
@@ -238,6 +242,7 @@ mod tests {
         let device = Device::flex().autodiff();
         let conv = Conv2dConfig::new([2, 3], [3, 3]).init(&device);
         let conv = Conv2d {
+            weight: Param::from_tensor(spread([3, 2, 3, 3], 4, 0.0, 0.25, &device)),
             bias: Some(Param::from_tensor(Tensor::from_floats([0.5, -2.0, 1.0], &device))),
             ..conv
         };
@@ -245,7 +250,7 @@ mod tests {
             BatchNormConfig::new(3).init(&device),
             BatchNormConfig::new(3).init(&device),
         );
-        let x: Tensor<4> = Tensor::random([2, 2, 5, 5], Distribution::Default, &device);
+        let x: Tensor<4> = spread([2, 2, 5, 5], 5, 0.5, 0.29, &device);
         assert!(host_shape(&conv, &x).is_some(), "the host path applies");
         let want = values(burn_bn.forward(conv.forward(x.clone())));
         assert_close(

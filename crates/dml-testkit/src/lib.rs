@@ -11,6 +11,7 @@
 
 pub mod bench;
 pub mod readme;
+pub mod rng;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
