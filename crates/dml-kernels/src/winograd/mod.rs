@@ -483,13 +483,12 @@ fn transform_input<W: Minimal>(s: &Conv2dShape, t: &Tiling, input: &[f32], v: &m
             // that each (ν, k) is one run. The patch rows that are padding are never written,
             // so stay 0 (zeroed again for a shorter last run, whose layout differs).
             let mut columns = vec![0.0f32; alpha * alpha * group * per_image];
-            for b0 in (0..s.batch).step_by(group) {
-                let images = group.min(s.batch - b0);
-                let n = images * per_image;
-                if images < group {
+            for images in spans(s.batch, group) {
+                let (b0, n) = (images.start, images.len() * per_image);
+                if images.len() < group {
                     columns.fill(0.0);
                 }
-                for b in b0..b0 + images {
+                for b in images {
                     let src = &input[(b * s.channels + c) * plane..][..plane];
                     for iy in 0..s.height {
                         split_phases(&src[iy * s.width..][..s.width], left, m, len, &mut padded);
@@ -555,20 +554,45 @@ fn transform_weight<W: Minimal>(s: &Conv2dShape, weight: &[f32], u: &mut [f32]) 
         );
 }
 
-/// The α² products `out_e [m, n] = a_e · b_e`, one per transformed position, each on one
-/// thread and the positions spread over the threads: a single position's product is often too
-/// small to split (64 × 64 × 6,272 in ResNet-18's first stage), 16 or 36 of them balance.
+/// The α² products `out_e [m, n] = a_e · b_e` into `out` `[α², m, n]`, each on one thread:
+/// with `parallel`, the positions spread over the threads (a single position's product is often
+/// too small to split, 64 × 64 × 6,272 in ResNet-18's first stage, while 16 or 36 of them
+/// balance); without, all on the calling thread (one block of [`product_output_blocks`] or
+/// [`input_grad_blocks`], the blocks being what runs in parallel).
 fn products<'a, 'b>(
     out: &mut [f32],
     positions: usize,
     [m, n, k]: [usize; 3],
     a: impl Fn(usize) -> View<'a> + Sync,
     b: impl Fn(usize) -> View<'b> + Sync,
+    parallel: bool,
 ) {
-    out[..positions * m * n]
-        .par_chunks_mut((m * n).max(1))
-        .enumerate()
-        .for_each(|(e, c)| sgemm::sgemm(c, [m, n, k], a(e), b(e), false, false));
+    let out = &mut out[..positions * m * n];
+    let product = |(e, c): (usize, &mut [f32])| sgemm::sgemm(c, [m, n, k], a(e), b(e), false, false);
+    if parallel {
+        out.par_chunks_mut((m * n).max(1)).enumerate().for_each(product);
+    } else {
+        out.chunks_mut((m * n).max(1)).enumerate().for_each(product);
+    }
+}
+
+/// Position `e`'s rows of a `[rows, α², T]` buffer (`V`, `∂M`), from tile `first` on, as a
+/// row-major view: the rows lie `α²·T` values apart.
+fn at_position(x: &[f32], [positions, tiles]: [usize; 2], e: usize, first: usize) -> View<'_> {
+    View {
+        data: &x[e * tiles + first..],
+        rs: positions * tiles,
+        cs: 1,
+    }
+}
+
+/// `0..count` cut into consecutive ranges of `size` (the last one shorter): the runs of whole
+/// images the transforms combine at once, and the blocks of the blocked products.
+fn spans(count: usize, size: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    assert!(size > 0, "spans of no size");
+    (0..count)
+        .step_by(size)
+        .map(move |first| first..(first + size).min(count))
 }
 
 /// `Y = Aᵀ M A` for every tile and output channel, from `m` `[α², O, T]` into `y`
@@ -581,9 +605,9 @@ fn transform_output<W: Minimal>(t: &Tiling, [batch, o]: [usize; 2], m: &[f32], y
     (0..o).into_par_iter().for_each_init(
         || OutputScratch::new::<W>(group * t.th * t.tw),
         |scratch, oi| {
-            for b0 in (0..batch).step_by(group) {
-                let rows = (b0 * t.th, (b0 + group).min(batch) * t.th);
-                let first = rows.0 * t.tw;
+            for images in spans(batch, group) {
+                let rows = images.start * t.th..images.end * t.th;
+                let first = rows.start * t.tw;
                 // SAFETY: each task writes the rows of its own channel, which `y` holds
                 // (asserted).
                 unsafe {
@@ -640,11 +664,8 @@ fn forward_with<W: Minimal>(
             return;
         }
         with_scratch(positions * o * t.tiles, |m| {
-            products(m, positions, [o, t.tiles, c], u_view, |e| View {
-                data: &v[e * t.tiles..],
-                rs: positions * t.tiles,
-                cs: 1,
-            });
+            let v_view = |e: usize| at_position(v, [positions, t.tiles], e, 0);
+            products(m, positions, [o, t.tiles, c], u_view, v_view, true);
             transform_output::<W>(&t, [s.batch, o], m, y);
         });
     });
@@ -669,10 +690,10 @@ const BLOCK_BYTES: usize = 5 << 18;
 /// written) the traffic, not the multiply-adds, bounds the product. At 64 channels, 28²
 /// (ResNet-18's first stage, 1,568 tiles per position) one thread did 23 GMAC/s that way and
 /// 45 in blocks of 128 tiles whose result stays in cache, at 128 channels 51 and 63
-/// (`benches/sgemm.rs`, `forward` against `forward_in_blocks`). A block must span at least one panel of the product ([`sgemm::PANEL_COLUMNS`]
-/// tiles) within [`BLOCK_BYTES`], else blocking does not pay; of the sizes that fit (from half
-/// the largest on), the one whose last panel is fullest is taken, the kernel computing whole
-/// panels.
+/// (`benches/sgemm.rs`, `forward` against `forward_in_blocks`). A block must span at least one
+/// panel of the product ([`sgemm::PANEL_COLUMNS`] tiles) within [`BLOCK_BYTES`], else blocking
+/// does not pay; of the sizes that fit (from half the largest on), the one whose last panel is
+/// fullest is taken, the kernel computing whole panels.
 fn block_units(unit_tiles: usize, units: usize, tile_bytes: usize) -> Option<usize> {
     let panel = sgemm::PANEL_COLUMNS;
     let most = (BLOCK_BYTES / (unit_tiles * tile_bytes).max(1)).min(units);
@@ -702,29 +723,20 @@ fn product_output_blocks<'a, W: Minimal>(
     let tile_rows = batch * t.th;
     let [ho, wo] = t.out;
     assert!(
-        rows > 0 && y.len() >= o * batch * ho * wo,
-        "product_output_blocks: bad block or output"
+        y.len() >= o * batch * ho * wo,
+        "product_output_blocks: output too short"
     );
     let out = SharedOut::new(y);
-    (0..tile_rows.div_ceil(rows)).into_par_iter().for_each(|block| {
-        let first_row = block * rows;
-        let last_row = (first_row + rows).min(tile_rows);
-        let (first, n) = (first_row * t.tw, (last_row - first_row) * t.tw);
+    let blocks: Vec<_> = spans(tile_rows, rows).collect();
+    blocks.into_par_iter().for_each(|block| {
+        let (first, n) = (block.start * t.tw, block.len() * t.tw);
         with_scratch(positions * o * n, |m| {
-            for e in 0..positions {
-                let b = View {
-                    data: &v[e * t.tiles + first..],
-                    rs: positions * t.tiles,
-                    cs: 1,
-                };
-                sgemm::sgemm(&mut m[e * o * n..], [o, n, c], u(e), b, false, false);
-            }
+            let v_view = |e: usize| at_position(v, [positions, t.tiles], e, first);
+            products(m, positions, [o, n, c], &u, v_view, false);
             let mut scratch = OutputScratch::new::<W>(n);
             // SAFETY: this block alone writes the output rows of its tile rows (in every
             // channel), and `y` holds them all (asserted).
-            unsafe {
-                transform_output_rows::<W>(t, [batch, o], (first_row, last_row), 0..o, (m, n), &mut scratch, out)
-            };
+            unsafe { transform_output_rows::<W>(t, [batch, o], block, 0..o, (m, n), &mut scratch, out) };
         });
     });
 }
@@ -746,11 +758,10 @@ impl OutputScratch {
     }
 }
 
-/// `Y = Aᵀ M A` for the tile rows `first_row..last_row` of the batch and the output channels
+/// `Y = Aᵀ M A` for the tile rows `rows` of the batch's `B·th` and the output channels
 /// `channels` (of `O`), from `m` `[α², O, stride]` (the rows' `n` tiles first in each run of
-/// `stride`) into `y` `[O, B·Ho·Wo]`;
-/// positions past the output's last row or column are dropped. The combinations run over the
-/// rows' whole run of tiles at once.
+/// `stride`) into `y` `[O, B·Ho·Wo]`; positions past the output's last row or column are
+/// dropped. The combinations run over the rows' whole run of tiles at once.
 ///
 /// # Safety
 /// `y` must hold `O·B·Ho·Wo` values, of which no other thread writes the rows of these tiles in
@@ -758,7 +769,7 @@ impl OutputScratch {
 unsafe fn transform_output_rows<W: Minimal>(
     t: &Tiling,
     [batch, o]: [usize; 2],
-    (first_row, last_row): (usize, usize),
+    rows: std::ops::Range<usize>,
     channels: std::ops::Range<usize>,
     (m, stride): (&[f32], usize),
     scratch: &mut OutputScratch,
@@ -767,7 +778,7 @@ unsafe fn transform_output_rows<W: Minimal>(
     let (side, alpha) = (W::M, W::ALPHA);
     let [ho, wo] = t.out;
     let tw = t.tw;
-    let n = (last_row - first_row) * tw;
+    let n = rows.len() * tw;
     let OutputScratch { q, r } = scratch;
     let (q, r) = (&mut q[..side * alpha * n], &mut r[..side * side * n]);
     for oi in channels {
@@ -780,9 +791,9 @@ unsafe fn transform_output_rows<W: Minimal>(
             let qi = runs(alpha, |nu| &q[(i * alpha + nu) * n..][..n]);
             along::<W>(Step::Output, qi, runs_mut(r, i * side * n, n, side, n));
         }
-        for tile_row in first_row..last_row {
+        for tile_row in rows.clone() {
             let (b, ty) = (tile_row / t.th, tile_row % t.th);
-            let at = (tile_row - first_row) * tw;
+            let at = (tile_row - rows.start) * tw;
             for i in 0..side {
                 let row = side * ty + i;
                 if row >= ho {
@@ -816,10 +827,9 @@ fn transform_output_grad<W: Minimal>(t: &Tiling, batch: usize, dy: &[f32], dm: &
             // then combined along ξ into [ξ][j][tile].
             let mut g = vec![0.0f32; side * side * group * per_image];
             let mut r = vec![0.0f32; alpha * side * group * per_image];
-            for b0 in (0..batch).step_by(group) {
-                let images = group.min(batch - b0);
-                let n = images * per_image;
-                for b in b0..b0 + images {
+            for images in spans(batch, group) {
+                let (b0, n) = (images.start, images.len() * per_image);
+                for b in images {
                     for ty in 0..t.th {
                         for i in 0..side {
                             let y = side * ty + i;
@@ -892,13 +902,12 @@ fn transform_input_grad<W: Minimal>(s: &Conv2dShape, t: &Tiling, dv: &[f32]) -> 
     let fill = |out: SharedOut| {
         (0..s.channels).into_par_iter().for_each(|c| {
             let mut scratch = InputGradScratch::new::<W>(s, t, group * per_image);
-            for b0 in (0..s.batch).step_by(group) {
-                let images = group.min(s.batch - b0);
-                let n = images * per_image;
+            for images in spans(s.batch, group) {
+                let (b0, n) = (images.start, images.len() * per_image);
                 let first = c * t.tiles + b0 * per_image;
                 let dve = |xi: usize, nu: usize| &dv[(xi * alpha + nu) * per_e + first..][..n];
                 input_grad_patches::<W>(n, dve, &mut scratch);
-                for b in b0..b0 + images {
+                for b in images {
                     // SAFETY: this task alone writes channel c's planes.
                     unsafe {
                         input_grad_plane::<W>(
@@ -948,8 +957,8 @@ impl InputGradScratch {
 }
 
 /// The patches' values `B ∂V Bᵀ` of one input channel for a run of `n` tiles (whole images),
-/// into `scratch`'s `[k][l][tile]` (which then holds a run of `n`): `dve(ξ, ν)` is `∂V` at position (ξ, ν) for the run's
-/// tiles. The combinations run over the whole run at once.
+/// into `scratch`'s `[k][l][tile]` (which then holds a run of `n`): `dve(ξ, ν)` is `∂V` at
+/// position (ξ, ν) for the run's tiles. The combinations run over the whole run at once.
 fn input_grad_patches<'a, W: Minimal>(
     n: usize,
     dve: impl Fn(usize, usize) -> &'a [f32],
@@ -1031,25 +1040,19 @@ fn input_grad_blocks<'a, W: Minimal>(
     let (alpha, positions) = (W::ALPHA, W::ALPHA * W::ALPHA);
     let (c, o) = (s.channels, s.out_channels);
     let per_image = t.th * t.tw;
-    assert!(images > 0, "input_grad_blocks: empty blocks");
     let fill = |out: SharedOut| {
-        (0..s.batch.div_ceil(images)).into_par_iter().for_each(|block| {
-            let (b0, b1) = (block * images, ((block + 1) * images).min(s.batch));
-            let (first, n) = (b0 * per_image, (b1 - b0) * per_image);
+        let blocks: Vec<_> = spans(s.batch, images).collect();
+        blocks.into_par_iter().for_each(|block| {
+            let (b0, n) = (block.start, block.len() * per_image);
+            let first = b0 * per_image;
             with_scratch(positions * c * n, |dv| {
-                for e in 0..positions {
-                    let dm = View {
-                        data: &dm[e * t.tiles + first..],
-                        rs: positions * t.tiles,
-                        cs: 1,
-                    };
-                    sgemm::sgemm(&mut dv[e * c * n..], [c, n, o], ut(e), dm, false, false);
-                }
+                let dm_view = |e: usize| at_position(dm, [positions, t.tiles], e, first);
+                products(dv, positions, [c, n, o], &ut, dm_view, false);
                 let mut scratch = InputGradScratch::new::<W>(s, t, n);
                 for ci in 0..c {
                     let dve = |xi: usize, nu: usize| &dv[((xi * alpha + nu) * c + ci) * n..][..n];
                     input_grad_patches::<W>(n, dve, &mut scratch);
-                    for b in b0..b1 {
+                    for b in block.clone() {
                         // SAFETY: this block alone writes the planes of its images.
                         unsafe {
                             input_grad_plane::<W>(
@@ -1121,20 +1124,17 @@ fn backward_with<W: Minimal>(
     with_scratch(o * positions * tiles, |dm| {
         transform_output_grad::<W>(&t, s.batch, dy, dm);
         let dm: &[f32] = dm;
-        let dm_view = |e: usize| View {
-            data: &dm[e * tiles..],
-            rs: positions * tiles,
-            cs: 1,
-        };
+        let dm_view = |e: usize| at_position(dm, [positions, tiles], e, 0);
         let weight_grad = want_weight.then(|| {
             let from = |v: &[f32]| {
                 // ∂U_e [O, C] = ∂M_e [O, T] · V_eᵀ [T, C].
                 with_scratch(positions * o * c, |du| {
-                    products(du, positions, [o, c, tiles], dm_view, |e| View {
+                    let vt_view = |e: usize| View {
                         data: &v[e * tiles..],
                         rs: 1,
                         cs: positions * tiles,
-                    });
+                    };
+                    products(du, positions, [o, c, tiles], dm_view, vt_view, true);
                     transform_weight_grad::<W>(s, du)
                 })
             };
@@ -1172,7 +1172,7 @@ fn backward_with<W: Minimal>(
                 }
                 with_scratch(positions * c * tiles, |dv| {
                     // ∂V_e [C, T] = U_eᵀ [C, O] · ∂M_e [O, T].
-                    products(dv, positions, [c, tiles, o], ut_view, dm_view);
+                    products(dv, positions, [c, tiles, o], ut_view, dm_view, true);
                     transform_input_grad::<W>(s, &t, dv)
                 })
             })
