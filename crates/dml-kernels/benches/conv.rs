@@ -13,7 +13,6 @@
 //! backward, the median of 5 after a warm-up).
 
 use std::process::Command;
-use std::time::Instant;
 
 use dml_kernels::conv::{Conv2dShape, WINOGRAD_SWITCH, Wanted, available, winograd_enabled};
 use dml_kernels::conv_bn::{BnParams, conv_bn_train, conv_bn_train_backward};
@@ -71,22 +70,14 @@ fn main() {
             let grads = conv_bn_train_backward(&s, &x, &w, &out.saved, bn, true, &g, both).expect("a valid layer");
             std::hint::black_box((out.output, grads.input, grads.weight));
         };
-        step();
-        let mut times: Vec<f64> = (0..REPEATS)
-            .map(|_| {
-                let start = Instant::now();
-                step();
-                start.elapsed().as_secs_f64()
-            })
-            .collect();
-        let median = dml_testkit::bench::median(&mut times);
+        let (median, min) = dml_testkit::bench::timed(REPEATS, step);
         dml_testkit::bench::emit(
             &format!("conv/resnet18_{channels}ch_{side}px_b{BATCH}_{route}"),
             median,
             "forward + backward",
             json!({
                 "route": route,
-                "min_seconds": times[0],
+                "min_seconds": min,
                 "shape": [BATCH, channels, side, side],
                 "threads": threads,
             }),

@@ -14,9 +14,8 @@
 //! (`dml_testkit::bench`, id `sgemm/resnet18_<C>ch_<side>px_<product>`, seconds for all α²
 //! products, the median of 5 after a warm-up, with the multiply-adds per second).
 
-use std::time::Instant;
-
 use dml_kernels::sgemm::{View, available, sgemm};
+use dml_testkit::bench::timed;
 use serde_json::json;
 
 const BATCH: usize = 32;
@@ -30,20 +29,6 @@ fn values(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
         .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 500.0) / 2000.0)
         .collect()
-}
-
-/// The median seconds of `REPEATS` runs of `f` after one warm-up.
-fn time(mut f: impl FnMut()) -> (f64, f64) {
-    f();
-    let mut times: Vec<f64> = (0..REPEATS)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    let median = dml_testkit::bench::median(&mut times);
-    (median, times[0])
 }
 
 fn main() {
@@ -108,7 +93,7 @@ fn main() {
         ];
         for (name, [rows, cols, depth], a, b) in products {
             let (a_step, b_step) = if name == "weight_grad" { (t, t) } else { (c.max(o), t) };
-            let (median, min) = time(|| {
+            let (median, min) = timed(REPEATS, || {
                 for e in 0..p {
                     let a = View {
                         data: &a.data[e * a_step..],
@@ -131,7 +116,7 @@ fn main() {
         }
         if t > BLOCK {
             let mut block = vec![0.0f32; p * o * BLOCK];
-            let timing = time(|| {
+            let timing = timed(REPEATS, || {
                 for first in (0..t).step_by(BLOCK) {
                     let n = BLOCK.min(t - first);
                     for e in 0..p {

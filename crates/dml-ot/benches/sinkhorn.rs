@@ -8,8 +8,6 @@
 //! bench --peers` runs DIML's kernel-space loop in PyTorch and POT's log-domain solver on the same
 //! problems (`xtask/peers/sinkhorn.py`) in the same run.
 
-use std::time::Instant;
-
 use burn::tensor::{Device, Distribution, Tensor};
 use dml_ot::{PlanGradient, Sinkhorn, SinkhornConfig, SinkhornEngine};
 
@@ -33,16 +31,8 @@ fn solver(engine: SinkhornEngine, absorb_every: usize, gradient: PlanGradient) -
 }
 
 /// Median wall time in milliseconds of `f` over [`REPEATS`] runs after one warm-up.
-fn median_ms(mut f: impl FnMut()) -> f64 {
-    f();
-    let mut times: Vec<f64> = (0..REPEATS)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    dml_testkit::bench::median(&mut times)
+fn median_ms(f: impl FnMut()) -> f64 {
+    dml_testkit::bench::timed(REPEATS, f).0 * 1e3
 }
 
 fn main() {

@@ -67,6 +67,21 @@ pub fn median(samples: &mut [f64]) -> f64 {
     }
 }
 
+/// `f` run once to warm up, then `repeats` times: `(median, min)` of those runs' wall times in
+/// seconds ([`median`]'s convention). The timing loop of the benches that time a closure.
+pub fn timed(repeats: usize, mut f: impl FnMut()) -> (f64, f64) {
+    f();
+    let mut times: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    let median = median(&mut times);
+    (median, times[0])
+}
+
 /// Peak resident set size of this process (`VmHWM` of `/proc/self/status`) in MB, or `None`
 /// where `/proc` is unavailable.
 pub fn peak_rss_mb() -> Option<f64> {
@@ -91,6 +106,17 @@ mod tests {
         assert_eq!(v["unit"], "forward + backward");
         assert_eq!(v["n"], 180);
         assert!(!text.contains('\n'));
+    }
+
+    #[test]
+    fn timing_warms_up_once_then_reports_the_median_and_minimum_of_the_repeats() {
+        let mut calls = 0;
+        let (median, min) = timed(5, || {
+            calls += 1;
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        });
+        assert_eq!(calls, 6);
+        assert!(min >= 1e-3 && min <= median, "min {min}, median {median}");
     }
 
     #[test]
