@@ -616,6 +616,19 @@ mod tests {
         View { data, rs: cols, cs: 1 }
     }
 
+    /// Whether an f32 result is the f64 reference `want` within the tolerance of these tests,
+    /// 1e-4 relative to `1 + |want|`.
+    fn close(got: f32, want: f64) -> bool {
+        (f64::from(got) - want).abs() < 1e-4 * (1.0 + want.abs())
+    }
+
+    /// Asserts that every value of `c` is [`close`] to `want`'s, naming `what` when one is not.
+    fn assert_matches(c: &[f32], want: &[f64], what: &str) {
+        for (i, (&got, &want)) in c.iter().zip(want).enumerate() {
+            assert!(close(got, want), "{what}: c[{i}] = {got} vs {want}");
+        }
+    }
+
     fn naive(m: usize, n: usize, k: usize, a: &View, b: &View) -> Vec<f64> {
         (0..m * n)
             .map(|idx| (0..k).map(|p| a.at(idx / n, p) as f64 * b.at(p, idx % n) as f64).sum())
@@ -653,14 +666,10 @@ mod tests {
                     sgemm(&mut c, [m, n, k], a, b, false, parallel);
                     let mut acc = vec![2.0f32; m * n];
                     sgemm(&mut acc, [m, n, k], a, b, true, parallel);
+                    assert_matches(&c, &want, &format!("[{m},{n},{k}] a_t={a_t} b_t={b_t}"));
                     for i in 0..m * n {
+                        // The tolerance of the product, not of the sum with 2.
                         let tol = 1e-4 * (1.0 + want[i].abs());
-                        assert!(
-                            (c[i] as f64 - want[i]).abs() < tol,
-                            "[{m},{n},{k}] a_t={a_t} b_t={b_t}: c[{i}] = {} vs {}",
-                            c[i],
-                            want[i]
-                        );
                         assert!((acc[i] as f64 - (want[i] + 2.0)).abs() < tol, "accumulate c[{i}]");
                     }
                 }
@@ -694,14 +703,7 @@ mod tests {
             let want = naive(m, n, k, &a, &b);
             let mut c = vec![f32::NAN; m * n];
             sgemm(&mut c, [m, n, k], a, b, false, false);
-            for i in 0..m * n {
-                assert!(
-                    (c[i] as f64 - want[i]).abs() < 1e-4 * (1.0 + want[i].abs()),
-                    "[{m},{n},{k}] c[{i}] = {} vs {}",
-                    c[i],
-                    want[i]
-                );
-            }
+            assert_matches(&c, &want, &format!("[{m},{n},{k}]"));
         }
     }
 
@@ -729,14 +731,7 @@ mod tests {
             for parallel in [false, true] {
                 let mut c = vec![f32::NAN; m * n];
                 sgemm(&mut c, [m, n, k], a, b, false, parallel);
-                for i in 0..m * n {
-                    assert!(
-                        (c[i] as f64 - want[i]).abs() < 1e-4 * (1.0 + want[i].abs()),
-                        "[{m},{n},{k}] parallel={parallel}: c[{i}] = {} vs {}",
-                        c[i],
-                        want[i]
-                    );
-                }
+                assert_matches(&c, &want, &format!("[{m},{n},{k}] parallel={parallel}"));
             }
         }
     }
@@ -785,10 +780,7 @@ mod tests {
                     let (row, col) = (i / ldc, i % ldc);
                     if row < m && col < n {
                         let w = want[row * n + col] + if accumulate { -3.0 } else { 0.0 };
-                        assert!(
-                            (f64::from(v) - w).abs() < 1e-4 * (1.0 + w.abs()),
-                            "k={k} c[{row}][{col}] = {v} vs {w}"
-                        );
+                        assert!(close(v, w), "k={k} c[{row}][{col}] = {v} vs {w}");
                     } else {
                         assert_eq!(v, -3.0, "k={k}: value {i} between the rows was written");
                     }
