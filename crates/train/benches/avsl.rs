@@ -20,8 +20,9 @@ use dml_explain::avsl::graph::Reliability;
 use dml_explain::avsl::link_star::link_star;
 use dml_explain::avsl::scorer::{AvslBank, AvslScorer};
 use dml_models::AvslLevelOutput;
-use train::device::parse_device;
-use train::{Learner, Shortcuts, TrainConfig};
+use dml_train::Silent;
+use dml_train::device::parse_device;
+use dml_train::{Learner, Shortcuts, TrainConfig};
 
 fn main() {
     dml_backend::retain_freed_memory();
@@ -46,7 +47,7 @@ fn main() {
             format!("avsl.topk={topk}"),
         ];
         let config = TrainConfig::resolve(None, &Shortcuts::default(), &sets).expect("config");
-        let mut learner = Learner::new(&config, 5, &device).expect("learner");
+        let mut learner = Learner::new(&config, 5, &device, &Silent).expect("learner");
         let seconds = common::seconds_per_step(&mut learner, images, &labels, steps, &device);
         per_step.push(seconds);
         dml_testkit::bench::emit(

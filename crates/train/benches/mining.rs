@@ -10,8 +10,9 @@
 
 mod common;
 
-use train::device::parse_device;
-use train::{Learner, Shortcuts, TrainConfig};
+use dml_train::Silent;
+use dml_train::device::parse_device;
+use dml_train::{Learner, Shortcuts, TrainConfig};
 
 fn main() {
     dml_backend::retain_freed_memory();
@@ -33,7 +34,7 @@ fn main() {
             format!("similarity_mining.max_tuples={tuples}"),
         ];
         let config = TrainConfig::resolve(None, &Shortcuts::default(), &sets).expect("config");
-        let mut learner = Learner::new(&config, 5, &device).expect("learner");
+        let mut learner = Learner::new(&config, 5, &device, &Silent).expect("learner");
         let seconds = common::seconds_per_step(&mut learner, images, &labels, steps, &device);
         per_step.push(seconds);
         dml_testkit::bench::emit(

@@ -13,9 +13,10 @@ use std::time::Instant;
 
 use burn::tensor::{Distribution, Tensor};
 use dml_explain::saliency::smoothgrad::{MapOrder, black_image_tensor, smoothgrad};
-use train::device::parse_device;
-use train::trainer::build_model;
-use train::{Shortcuts, TrainConfig};
+use dml_train::Silent;
+use dml_train::device::parse_device;
+use dml_train::model::build_model;
+use dml_train::{Shortcuts, TrainConfig};
 
 fn main() {
     dml_backend::retain_freed_memory();
@@ -24,7 +25,7 @@ fn main() {
     let samples: usize = common::parsed("--samples", 50);
     let device = parse_device(&device_name).expect("device").autodiff();
     let config = TrainConfig::resolve(None, &Shortcuts::default(), &[]).expect("config");
-    let model = build_model(&config, &device).expect("model");
+    let model = build_model(&config, &device, &Silent).expect("model");
     let distance = config
         .loss
         .init(5, config.model.embedding_dim, &device)

@@ -14,9 +14,10 @@
 
 mod common;
 
-use train::device::parse_device;
-use train::trainer::StepTimes;
-use train::{Learner, Shortcuts, TrainConfig};
+use dml_train::Silent;
+use dml_train::device::parse_device;
+use dml_train::training::StepTimes;
+use dml_train::{Learner, Shortcuts, TrainConfig};
 
 struct Workload {
     name: &'static str,
@@ -82,7 +83,7 @@ fn main() {
         ];
         let config = TrainConfig::resolve(None, &Shortcuts::default(), &sets).expect("config");
         let classes = w.batch / 4;
-        let mut learner = Learner::new(&config, classes, &device).expect("learner");
+        let mut learner = Learner::new(&config, classes, &device, &Silent).expect("learner");
         let labels: Vec<u32> = (0..w.batch as u32).map(|i| i / 4).collect();
         let pixels = common::pixels(w.batch, w.side);
         let images = || common::batch(&pixels, w.batch, w.side, &device);

@@ -8,7 +8,8 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use train::{RunOptions, train};
+use dml_train::Silent;
+use dml_train::{RunOptions, train};
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -36,7 +37,7 @@ fn analyze_two_losses_and_a_copy() {
             name,
             &[loss, "miner=none", "train.epochs=1", "train.samples_per_epoch=100"],
         );
-        dirs.push(train(&config, &RunOptions::default()).unwrap().run_dir);
+        dirs.push(train(&config, &RunOptions::default(), &Silent).unwrap().run_dir);
     }
     let copy = runs.path().join("margin_copy");
     copy_dir(&dirs[0], &copy);

@@ -11,11 +11,12 @@ use burn::tensor::{Device, Distribution, Tensor};
 use dml_data::Split;
 use dml_explain::avsl::certainty::certainty;
 use dml_explain::avsl::graph::{LevelInput, infer};
-use train::avsl_eval::{self, Depth};
-use train::checkpoint::AVSL_FILES;
-use train::evaluate::{DimlEval, EvalRequest, run_eval};
-use train::explain::load_run_model;
-use train::{RunOptions, train};
+use dml_train::RunRef;
+use dml_train::Silent;
+use dml_train::checkpoint::AVSL_FILES;
+use dml_train::evaluation::{DimlEval, EvalRequest, run_eval};
+use dml_train::retrieval::avsl::{self as avsl_eval, Depth};
+use dml_train::{RunOptions, train};
 
 /// AVSL on a one-epoch tiny run: small CNN, three levels of 16 dimensions, top-4 edges.
 const AVSL: [&str; 7] = [
@@ -40,13 +41,13 @@ fn proxy_anchor_and_margin_train_checkpoint_and_evaluate_with_d_hat() {
         let name = format!("loss.name=\"{loss}\"");
         sets.push(&name);
         let config = common::tiny_config(runs.path(), loss, &sets);
-        let summary = train(&config, &RunOptions::default()).unwrap_or_else(|e| panic!("{loss}: {e}"));
+        let summary = train(&config, &RunOptions::default(), &Silent).unwrap_or_else(|e| panic!("{loss}: {e}"));
         let last = summary.history.last().unwrap();
         assert!(
             last.train_loss.is_some_and(f64::is_finite) && last.metrics.precision_at_1.is_finite(),
             "{loss}: {last:?}"
         );
-        let run = load_run_model(&summary.run_dir, "latest", None).unwrap();
+        let run = RunRef::new(&summary.run_dir, "latest").load(&Silent).unwrap();
         let dir = &run.checkpoint;
         assert!(dir.join(AVSL_FILES[0]).is_file(), "{loss}: AVSL module");
         assert_eq!(
@@ -105,10 +106,14 @@ fn proxy_anchor_and_margin_train_checkpoint_and_evaluate_with_d_hat() {
 
         // The exact evaluation equals a brute-force ranking by d̂ (Precision@1), and `train eval`
         // reproduces the run's own last evaluation.
-        let manifest = train::data::load_manifest(&run.config.data).unwrap();
-        let test = train::data::split_dataset(&manifest, Split::Test, train::data::eval_transform(&run.config.data))
-            .unwrap()
-            .unwrap();
+        let manifest = dml_train::data::load_manifest(&run.config.data, &Silent).unwrap();
+        let test = dml_train::data::split_dataset(
+            &manifest,
+            Split::Test,
+            dml_train::data::eval_transform(&run.config.data),
+        )
+        .unwrap()
+        .unwrap();
         let split = avsl_eval::embed(&run.model, module, run.config.avsl.certainty, &test, 100, 2, &device).unwrap();
         let scorer = avsl_eval::scorer(module, &run.config.avsl).unwrap();
         let exact = avsl_eval::score(&scorer, &split, None, Depth::Exact).unwrap();
@@ -139,18 +144,19 @@ fn proxy_anchor_and_margin_train_checkpoint_and_evaluate_with_d_hat() {
             exact.precision_at_1
         );
         let eval = |avsl_k| {
-            run_eval(&EvalRequest {
-                run: summary.run_dir.clone(),
-                checkpoint: "latest".into(),
-                split: None,
-                dataset: None,
-                device: None,
-                export: None,
-                diml: DimlEval::default(),
-                avsl_k,
-                metrics: train::eval::REPORTED.to_vec(),
-                out: None,
-            })
+            run_eval(
+                &EvalRequest {
+                    run: dml_train::RunRef::new(summary.run_dir.clone(), "latest"),
+                    split: None,
+                    dataset: None,
+                    export: None,
+                    diml: DimlEval::default(),
+                    avsl_k,
+                    metrics: dml_train::metrics::REPORTED.to_vec(),
+                    out: None,
+                },
+                &Silent,
+            )
             .unwrap()
         };
         let outcome = eval(None);
@@ -199,7 +205,7 @@ fn bad_avsl_settings_name_the_key() {
             "avsl.level_weights=[1.0]",
         ],
     );
-    let err = train(&config, &RunOptions::default()).unwrap_err().to_string();
+    let err = train(&config, &RunOptions::default(), &Silent).unwrap_err().to_string();
     assert!(err.contains("avsl.level_weights"), "{err}");
     // Unknown stages list the backbone's.
     let config = common::tiny_config(
@@ -213,7 +219,7 @@ fn bad_avsl_settings_name_the_key() {
             "model.backbone=\"small_cnn\"",
         ],
     );
-    let err = train(&config, &RunOptions::default()).unwrap_err().to_string();
+    let err = train(&config, &RunOptions::default(), &Silent).unwrap_err().to_string();
     assert!(err.contains("avsl.stages") && err.contains("stage1"), "{err}");
 }
 
@@ -235,7 +241,7 @@ fn explain_avsl_writes_figures_and_the_numbers_of_the_graph() {
     let mut sets = AVSL.to_vec();
     sets.push("loss.name=\"proxy_anchor\"");
     let config = common::tiny_config(runs.path(), "pa", &sets);
-    let run = train(&config, &RunOptions::default()).unwrap().run_dir;
+    let run = train(&config, &RunOptions::default(), &Silent).unwrap().run_dir;
     let dir = common::data_root().join("synth-n300-s32/images");
     let (a, b) = (dir.join("000000.png"), dir.join("000001.png"));
     let out = runs.path().join("explained");
@@ -282,7 +288,7 @@ fn explain_avsl_writes_figures_and_the_numbers_of_the_graph() {
     let o = explain(&["--run", &s(&run), "--out", &s(&out), &s(&a), &s(&missing)]);
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("missing.png"));
     let plain = common::tiny_config(runs.path(), "plain", &["train.epochs=1", "train.samples_per_epoch=40"]);
-    let plain = train(&plain, &RunOptions::default()).unwrap().run_dir;
+    let plain = train(&plain, &RunOptions::default(), &Silent).unwrap().run_dir;
     let o = explain(&["--run", &s(&plain), "--out", &s(&out), &s(&a), &s(&b)]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(!o.status.success() && err.contains("[avsl]"), "{err}");

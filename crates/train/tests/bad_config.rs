@@ -4,7 +4,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use train::{RunOptions, Shortcuts, TrainConfig, train};
+use dml_train::Silent;
+use dml_train::{RunOptions, Shortcuts, TrainConfig, train};
 
 fn resolve_err(sets: &[&str]) -> String {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -39,7 +40,7 @@ fn a_missing_config_file_is_named() {
 fn a_missing_dataset_is_named() {
     let runs = tempfile::tempdir().unwrap();
     let config = common::tiny_config(runs.path(), "x", &["data.dataset=/nowhere/manifest.csv"]);
-    let e = train(&config, &RunOptions::default()).unwrap_err().to_string();
+    let e = train(&config, &RunOptions::default(), &Silent).unwrap_err().to_string();
     assert!(e.contains("/nowhere/manifest.csv"), "{e}");
 }
 
@@ -50,7 +51,7 @@ fn pretrained_weights_of_the_wrong_shape_name_the_key() {
     let weights = dml_testkit::workspace_root().join("tests/fixtures/weights/tiny_resnet18_layout.pth");
     let pretrained = format!("model.pretrained={}", common::toml_string(&weights));
     let config = common::tiny_config(runs.path(), "x", &["model.backbone=resnet18", &pretrained]);
-    let e = train(&config, &RunOptions::default()).unwrap_err().to_string();
+    let e = train(&config, &RunOptions::default(), &Silent).unwrap_err().to_string();
     assert!(
         e.contains("tiny_resnet18_layout.pth") && e.contains("conv1.weight"),
         "{e}"

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use train::{Shortcuts, TrainConfig};
+use dml_train::Silent;
+use dml_train::{Shortcuts, TrainConfig};
 
 /// The data root shared by every test of one test binary (the set is generated once).
 pub fn data_root() -> &'static Path {
@@ -53,7 +54,7 @@ pub fn toml_string(p: &Path) -> String {
 
 /// The embedded default with the `base` and `extra` overrides and run directory `runs`, resolved
 /// without the tiny set's settings (for tests of configuration errors).
-pub fn resolve(runs: &Path, base: &[&str], extra: &[&str]) -> Result<TrainConfig, train::TrainError> {
+pub fn resolve(runs: &Path, base: &[&str], extra: &[&str]) -> Result<TrainConfig, dml_train::TrainError> {
     let sets: Vec<String> = base.iter().chain(extra).map(|s| s.to_string()).collect();
     let shortcuts = Shortcuts {
         run_dir: Some(runs.to_path_buf()),
@@ -73,12 +74,12 @@ pub const MINING: [&str; 5] = [
 
 /// A run's `metrics.jsonl` without throughput (timing, not state), read back from its file so
 /// that runs compared with each other all go through the same JSON round trip.
-pub fn records(run: &Path) -> Vec<train::checkpoint::MetricsRecord> {
+pub fn records(run: &Path) -> Vec<dml_train::metrics::MetricsRecord> {
     std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()
         .map(|l| {
-            let mut r: train::checkpoint::MetricsRecord = serde_json::from_str(l).unwrap();
+            let mut r: dml_train::metrics::MetricsRecord = serde_json::from_str(l).unwrap();
             r.images_per_sec = None;
             r
         })
@@ -88,21 +89,21 @@ pub fn records(run: &Path) -> Vec<train::checkpoint::MetricsRecord> {
 /// Trains the tiny run with `sets` (two epochs) uninterrupted, and again stopped after the first
 /// epoch and resumed from its checkpoint, and asserts that both wrote the same three evaluations.
 pub fn assert_resume_equals_uninterrupted(sets: &[&str]) {
-    use train::{RunOptions, train};
+    use dml_train::{RunOptions, train};
     let runs = tempfile::tempdir().unwrap();
     let straight = tiny_config(runs.path(), "straight", sets);
-    let straight = train(&straight, &RunOptions::default()).unwrap();
+    let straight = train(&straight, &RunOptions::default(), &Silent).unwrap();
     let config = tiny_config(runs.path(), "resumed", sets);
     let first = RunOptions {
         stop_after_epochs: Some(1),
         ..RunOptions::default()
     };
-    train(&config, &first).unwrap();
+    train(&config, &first, &Silent).unwrap();
     let resume = RunOptions {
         resume: true,
         ..RunOptions::default()
     };
-    let resumed = train(&config, &resume).unwrap();
+    let resumed = train(&config, &resume, &Silent).unwrap();
     let straight = records(&straight.run_dir);
     assert_eq!(straight.len(), 3);
     assert_eq!(records(&resumed.run_dir), straight);

@@ -6,8 +6,9 @@
 mod common;
 
 use burn::tensor::{Distribution, Tensor};
-use train::evaluate::checkpoint_dir;
-use train::{Learner, RunOptions, train};
+use dml_train::Silent;
+use dml_train::checkpoint::resolve as checkpoint_dir;
+use dml_train::{Learner, RunOptions, train};
 
 const DIML: [&str; 4] = [
     "diml.enabled=true",
@@ -27,7 +28,7 @@ fn each_diml_loss_trains_an_epoch_and_spatial_proxies_learn() {
         let mut sets = DIML.to_vec();
         sets.extend([loss, miner, "eval.every=1"]);
         let config = common::tiny_config(runs.path(), name, &sets);
-        let summary = train(&config, &RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let summary = train(&config, &RunOptions::default(), &Silent).unwrap_or_else(|e| panic!("{name}: {e}"));
         let last = summary.history.last().unwrap();
         assert!(
             last.train_loss.is_some_and(f64::is_finite) && last.metrics.precision_at_1.is_finite(),
@@ -36,12 +37,12 @@ fn each_diml_loss_trains_an_epoch_and_spatial_proxies_learn() {
         if name == "proxy_nca" {
             // The same seed gives the same initial proxies; after an epoch the checkpointed
             // ones must have moved.
-            let dir = checkpoint_dir(&summary.run_dir, "latest").unwrap();
-            assert!(dir.join(train::checkpoint::DIML_PROXIES_FILE).is_file());
+            let dir = checkpoint_dir(&summary.run_dir, "latest", &Silent).unwrap();
+            assert!(dir.join(dml_train::checkpoint::DIML_PROXIES_FILE).is_file());
             let device = burn::tensor::Device::flex().autodiff();
-            let fresh = Learner::new(&config, 5, &device).unwrap();
+            let fresh = Learner::new(&config, 5, &device, &Silent).unwrap();
             let rho0 = fresh.diml.as_ref().unwrap().proxies.as_ref().unwrap().rho.val();
-            let loaded = Learner::new(&config, 5, &device).unwrap().load(&dir).unwrap();
+            let loaded = Learner::new(&config, 5, &device, &Silent).unwrap().load(&dir).unwrap();
             let rho1 = loaded.diml.as_ref().unwrap().proxies.as_ref().unwrap().rho.val();
             assert_eq!(rho0.dims(), [5, 4, 32]);
             let moved: f32 = (rho1 - rho0).abs().max().into_scalar();
@@ -57,7 +58,7 @@ fn the_structural_term_changes_the_loss() {
     sets.extend(["loss.name=\"margin\"", "miner=none"]);
     let config = common::tiny_config(runs.path(), "term", &sets);
     let device = burn::tensor::Device::flex().autodiff();
-    let learner = Learner::new(&config, 5, &device).unwrap();
+    let learner = Learner::new(&config, 5, &device, &Silent).unwrap();
     let images = Tensor::<4>::random([8, 3, 24, 24], Distribution::Normal(0.0, 1.0), &device);
     let labels = [0, 0, 1, 1, 2, 2, 3, 3];
     let diml = learner.diml.as_ref().unwrap();

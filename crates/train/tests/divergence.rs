@@ -10,8 +10,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::Tensor;
-use train::device::parse_device;
-use train::{Learner, RunOptions, TrainConfig, TrainError, checkpoint, train};
+use dml_train::Silent;
+use dml_train::device::parse_device;
+use dml_train::{Learner, RunOptions, TrainConfig, TrainError, checkpoint, train};
 
 /// Serialises the tests of this file: the device's seeded generator is shared by the
 /// whole process, so two runs initialising their models at once would interleave its draws
@@ -32,7 +33,7 @@ fn checkpoint_is_finite(config: &TrainConfig, dir: &Path) -> bool {
     }
     let device = parse_device("flex").unwrap().autodiff();
     // The synthetic set's training split has five classes.
-    let learner = Learner::new(config, 5, &device).unwrap().load(dir).unwrap();
+    let learner = Learner::new(config, 5, &device, &Silent).unwrap().load(dir).unwrap();
     let mut check = AllFinite(true);
     learner.model.valid().visit(&mut check);
     learner.loss.valid().visit(&mut check);
@@ -60,7 +61,7 @@ fn diverge(name: &str, runs: &Path, extra: &[&str]) -> Divergence {
     ];
     sets.extend(extra);
     let config = common::tiny_config(runs, name, &sets);
-    let error = train(&config, &RunOptions::default()).expect_err("the run must diverge");
+    let error = train(&config, &RunOptions::default(), &Silent).expect_err("the run must diverge");
     let message = error.to_string();
     println!("{message}");
     let TrainError::Diverged {
@@ -138,7 +139,7 @@ fn weights_that_explode_under_a_bounded_loss_are_caught_before_the_checkpoint() 
         resume: true,
         ..RunOptions::default()
     };
-    let again = train(&d.config, &resumed).expect_err("the resumed run must diverge too");
+    let again = train(&d.config, &resumed, &Silent).expect_err("the resumed run must diverge too");
     assert_eq!(again.to_string(), d.message);
     let latest = checkpoint::pointed(&d.config.run_path(), "latest.json")
         .unwrap()

@@ -6,7 +6,8 @@
 mod common;
 
 use dml_losses::LossConfig;
-use train::{RunOptions, train};
+use dml_train::Silent;
+use dml_train::{RunOptions, train};
 
 #[test]
 fn each_loss_trains_one_epoch_without_nan() {
@@ -25,7 +26,7 @@ fn each_loss_trains_one_epoch_without_nan() {
                 "eval.every=0",
             ],
         );
-        match train(&config, &RunOptions::default()) {
+        match train(&config, &RunOptions::default(), &Silent) {
             Ok(summary) => {
                 let last = summary.history.last().unwrap();
                 let ok = last.train_loss.is_some_and(f64::is_finite) && last.metrics.precision_at_1.is_finite();

@@ -9,7 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use train::{RunOptions, train};
+use dml_train::Silent;
+use dml_train::{RunOptions, train};
 
 fn explain(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_train"))
@@ -36,7 +37,7 @@ fn s(p: &Path) -> &str {
 fn attention_and_faithfulness_of_a_trained_run() {
     let runs = tempfile::tempdir().unwrap();
     let config = common::tiny_config(runs.path(), "cnn", &["train.epochs=1", "train.samples_per_epoch=100"]);
-    let run = train(&config, &RunOptions::default()).unwrap().run_dir;
+    let run = train(&config, &RunOptions::default(), &Silent).unwrap().run_dir;
     let out = runs.path().join("explained");
     let images = synth_images(3);
 
@@ -180,8 +181,8 @@ fn attention_and_faithfulness_of_a_trained_run() {
             "model.backbone=\"resnet18\"",
         ],
     );
-    let other = train(&other, &RunOptions::default()).unwrap().run_dir;
-    let foreign = train::evaluate::checkpoint_dir(&other, "latest").unwrap();
+    let other = train(&other, &RunOptions::default(), &Silent).unwrap().run_dir;
+    let foreign = dml_train::checkpoint::resolve(&other, "latest", &Silent).unwrap();
     let o = explain(&[
         "attention",
         "--run",

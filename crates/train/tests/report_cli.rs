@@ -15,9 +15,10 @@ use std::process::{Command, Output};
 
 use burn::tensor::{Tensor, TensorData};
 use dml_data::{Pipeline, decode_rgb};
+use dml_train::Silent;
+use dml_train::{RunOptions, train};
 use rand::SeedableRng;
 use serde_json::Value;
-use train::{RunOptions, train};
 
 fn report(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_train"))
@@ -60,8 +61,8 @@ fn split_images(split: &str) -> Vec<(PathBuf, u32)> {
 
 /// The embeddings of `images` by the run's model, computed here without the report's code.
 fn embeddings(run: &Path, images: &[&Path]) -> Vec<Vec<f32>> {
-    let model = train::explain::load_run_model(run, "best", None).unwrap();
-    let pipeline = Pipeline::new(train::data::eval_transform(&model.config.data)).unwrap();
+    let model = dml_train::RunRef::new(run, "best").load(&Silent).unwrap();
+    let pipeline = Pipeline::new(dml_train::data::eval_transform(&model.config.data)).unwrap();
     images
         .iter()
         .map(|p| {
@@ -84,7 +85,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 fn pair_and_query_reports_of_a_trained_run() {
     let runs = tempfile::tempdir().unwrap();
     let config = common::tiny_config(runs.path(), "cnn", &["train.epochs=1", "train.samples_per_epoch=100"]);
-    let run = train(&config, &RunOptions::default()).unwrap().run_dir;
+    let run = train(&config, &RunOptions::default(), &Silent).unwrap().run_dir;
     let test = split_images("test");
     let (a, b) = (&test[0].0, &test[7].0);
 
@@ -343,7 +344,7 @@ fn browser_check(pages: &[PathBuf], scratch: &Path) {
 fn bad_input_is_one_error_naming_it_and_leaves_no_report() {
     let runs = tempfile::tempdir().unwrap();
     let config = common::tiny_config(runs.path(), "cnn", &["train.epochs=1", "train.samples_per_epoch=40"]);
-    let run = train(&config, &RunOptions::default()).unwrap().run_dir;
+    let run = train(&config, &RunOptions::default(), &Silent).unwrap().run_dir;
     let test = split_images("test");
     let good = &test[0].0;
     let out = runs.path().join("out");
@@ -432,7 +433,7 @@ fn an_avsl_run_reports_its_graph_and_ranks_by_d_hat() {
             "loss.name=\"proxy_anchor\"",
         ],
     );
-    let run = train(&config, &RunOptions::default()).unwrap().run_dir;
+    let run = train(&config, &RunOptions::default(), &Silent).unwrap().run_dir;
     let test = split_images("test");
     let (a, b) = (&test[0].0, &test[5].0);
     let out = runs.path().join("pair");

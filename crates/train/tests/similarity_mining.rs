@@ -8,9 +8,10 @@ mod common;
 
 use burn::tensor::{Distribution, Tensor};
 use common::MINING;
-use train::checkpoint::MINING_FILES;
-use train::evaluate::checkpoint_dir;
-use train::{Learner, RunOptions, train};
+use dml_train::Silent;
+use dml_train::checkpoint::MINING_FILES;
+use dml_train::checkpoint::resolve as checkpoint_dir;
+use dml_train::{Learner, RunOptions, train};
 
 #[test]
 fn each_tuple_kind_trains_an_epoch_and_learnable_mask_parameters_move() {
@@ -37,13 +38,13 @@ fn each_tuple_kind_trains_an_epoch_and_learnable_mask_parameters_move() {
         let mut sets = MINING.to_vec();
         sets.extend(extra);
         let config = common::tiny_config(runs.path(), name, &sets);
-        let summary = train(&config, &RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let summary = train(&config, &RunOptions::default(), &Silent).unwrap_or_else(|e| panic!("{name}: {e}"));
         let last = summary.history.last().unwrap();
         assert!(
             last.train_loss.is_some_and(f64::is_finite) && last.metrics.precision_at_1.is_finite(),
             "{name}: {last:?}"
         );
-        let dir = checkpoint_dir(&summary.run_dir, "latest").unwrap();
+        let dir = checkpoint_dir(&summary.run_dir, "latest", &Silent).unwrap();
         let learnable = name == "triplet";
         assert_eq!(
             dir.join(MINING_FILES[0]).is_file(),
@@ -52,7 +53,7 @@ fn each_tuple_kind_trains_an_epoch_and_learnable_mask_parameters_move() {
         );
         if learnable {
             let device = burn::tensor::Device::flex().autodiff();
-            let loaded = Learner::new(&config, 5, &device).unwrap().load(&dir).unwrap();
+            let loaded = Learner::new(&config, 5, &device, &Silent).unwrap().load(&dir).unwrap();
             let module = &loaded.mining.as_ref().unwrap().module;
             let a: f32 = module.a.val().into_scalar();
             let b: f32 = module.b.val().into_scalar();
@@ -71,7 +72,7 @@ fn the_mining_term_adds_to_the_metric_loss() {
     sets.extend(["loss.name=\"triplet_margin\"", "miner=none"]);
     let config = common::tiny_config(runs.path(), "term", &sets);
     let device = burn::tensor::Device::flex().autodiff();
-    let learner = Learner::new(&config, 5, &device).unwrap();
+    let learner = Learner::new(&config, 5, &device, &Silent).unwrap();
     let images = Tensor::<4>::random([8, 3, 24, 24], Distribution::Normal(0.0, 1.0), &device);
     let labels = [0, 0, 1, 1, 2, 2, 3, 3];
     let (embeddings, features) = learner.model.forward_with_features(images.clone());

@@ -4,8 +4,9 @@
 
 mod common;
 
-use train::evaluate::{DimlEval, EvalRequest, run_eval, table};
-use train::{RunOptions, train};
+use dml_train::Silent;
+use dml_train::evaluation::{DimlEval, EvalRequest, run_eval, table};
+use dml_train::{RunOptions, train};
 
 #[test]
 fn training_beats_the_untrained_model_and_eval_reproduces_it() {
@@ -23,7 +24,7 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
             "data.augment=false",
         ],
     );
-    let summary = train(&config, &RunOptions::default()).unwrap();
+    let summary = train(&config, &RunOptions::default(), &Silent).unwrap();
     let h = &summary.history;
     assert_eq!(h.len(), 4, "before training + 3 epochs: {h:?}");
     let (before, after) = (h[0].metrics, h[3].metrics);
@@ -42,18 +43,19 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
     assert_eq!(lines.lines().count(), 4);
 
     let export = runs.path().join("export");
-    let outcome = run_eval(&EvalRequest {
-        run: run.clone(),
-        checkpoint: "latest".into(),
-        split: None,
-        dataset: None,
-        device: None,
-        export: Some(export.clone()),
-        diml: DimlEval::default(),
-        avsl_k: None,
-        metrics: train::eval::REPORTED.to_vec(),
-        out: None,
-    })
+    let outcome = run_eval(
+        &EvalRequest {
+            run: dml_train::RunRef::new(run.clone(), "latest"),
+            split: None,
+            dataset: None,
+            export: Some(export.clone()),
+            diml: DimlEval::default(),
+            avsl_k: None,
+            metrics: dml_train::metrics::REPORTED.to_vec(),
+            out: None,
+        },
+        &Silent,
+    )
     .unwrap();
     assert!(outcome.reranked.is_none());
     // The same weights on the same images give the same metrics as the training run's
@@ -85,7 +87,7 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
     }
     assert!(json["metrics"]["recall_at_k"]["8"].is_number(), "{json}");
     assert_eq!(json["metrics"]["precision_at_1"].as_f64(), Some(after.precision_at_1));
-    let shown = train::evaluate::table(&outcome);
+    let shown = dml_train::evaluation::table(&outcome);
     assert!(shown.contains("| map@r |") && !shown.contains("| nmi |"), "{shown}");
     assert!(shown.contains(&format!("wrote {}", json_path.display())), "{shown}");
 
@@ -94,18 +96,19 @@ fn training_beats_the_untrained_model_and_eval_reproduces_it() {
     // while K = 20 re-ranks for real: some query's order changes, which moves R-Precision or
     // MAP@R.
     let rerank = |k: usize| {
-        run_eval(&EvalRequest {
-            run: run.clone(),
-            checkpoint: "latest".into(),
-            split: None,
-            dataset: None,
-            device: None,
-            export: None,
-            diml: DimlEval { k, grid: 2 },
-            avsl_k: None,
-            metrics: train::eval::REPORTED.to_vec(),
-            out: None,
-        })
+        run_eval(
+            &EvalRequest {
+                run: dml_train::RunRef::new(run.clone(), "latest"),
+                split: None,
+                dataset: None,
+                export: None,
+                diml: DimlEval { k, grid: 2 },
+                avsl_k: None,
+                metrics: dml_train::metrics::REPORTED.to_vec(),
+                out: None,
+            },
+            &Silent,
+        )
         .unwrap()
     };
     let one = rerank(1);

@@ -8,8 +8,9 @@ mod common;
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
-use train::Learner;
-use train::device::parse_device;
+use dml_train::Learner;
+use dml_train::Silent;
+use dml_train::device::parse_device;
 
 /// Every float tensor of the model (weights and batch-norm statistics), flattened.
 fn weights(learner: &Learner) -> Vec<f32> {
@@ -36,8 +37,8 @@ fn one_step_on_wgpu_matches_flex() {
     let device = parse_device(&other)
         .unwrap_or_else(|e| panic!("DML_STEP_DEVICE={other:?}: {e}"))
         .autodiff();
-    let mut a = Learner::new(&config, 5, &flex).unwrap();
-    let mut b = Learner::new(&config, 5, &device).unwrap();
+    let mut a = Learner::new(&config, 5, &flex, &Silent).unwrap();
+    let mut b = Learner::new(&config, 5, &device, &Silent).unwrap();
     // Start from identical weights: flex's initialisation copied onto the other device.
     b.model = b.model.load_record(a.model.valid().into_record());
     assert_eq!(weights(&a), weights(&b));

@@ -3,7 +3,7 @@
 
 use burn::tensor::Tensor;
 
-use super::evaluate::{Batch, Computed, Context, EmbInput, on_embeddings, require_distance};
+use super::kinds::{Batch, Computed, Context, EmbInput, on_embeddings, require_distance};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

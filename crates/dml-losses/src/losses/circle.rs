@@ -2,7 +2,7 @@
 //! per anchor `softplus(log Σ_p e^{-γ α_p (s_p - Δ_p)} + log Σ_n e^{γ α_n (s_n - Δ_n)})`
 //! with detached `α_p = [1 + m - s_p]_+`, `α_n = [s_n + m]_+`, `Δ_p = 1 - m`, `Δ_n = m`.
 
-use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs, require_distance};
+use super::kinds::{Batch, Computed, Context, PairInput, on_pairs, require_distance};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

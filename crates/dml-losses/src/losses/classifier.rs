@@ -4,7 +4,7 @@
 
 use burn::tensor::{Bool, Device, Tensor};
 
-use super::evaluate::EmbInput;
+use super::kinds::EmbInput;
 use super::state::{LossState, normal, require_classes};
 use crate::distance::Distance;
 use crate::error::LossError;

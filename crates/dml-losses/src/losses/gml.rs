@@ -11,7 +11,7 @@
 use dml_backend::read_f64s;
 
 use super::LossOutput;
-use super::evaluate::{Batch, BatchData, Context, check_host_values};
+use super::kinds::{Batch, BatchData, Context, check_host_values};
 use crate::error::LossError;
 use crate::geodesic::{GeodesicFactor, GeodesicFactorConfig, euclidean_from_matrix, geodesic_factor};
 

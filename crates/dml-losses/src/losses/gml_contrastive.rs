@@ -6,7 +6,7 @@
 //! the squared distance).
 
 use super::contrastive::{check_margins, contrastive};
-use super::evaluate::{Batch, Context, on_pairs};
+use super::kinds::{Batch, Context, on_pairs};
 use super::gml::{batch_factor, subtract_eigenvalues, validate};
 use super::gml_tri::scaled;
 use super::{LossModule, LossOutput, RegisteredLoss};

@@ -8,7 +8,7 @@
 //! paper's values α = 2, β = 50, λ_ms = 1 are the defaults; all pairs, no miner (configure one
 //! to use one).
 
-use super::evaluate::{Batch, Context, on_host};
+use super::kinds::{Batch, Context, on_host};
 use super::gml::{batch_factor, subtract_eigenvalues, validate};
 use super::multi_similarity::MultiSimilarityLossConfig;
 use super::{LossModule, LossOutput, RegisteredLoss};

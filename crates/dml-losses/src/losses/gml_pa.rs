@@ -9,7 +9,7 @@
 
 use burn::tensor::Device;
 
-use super::evaluate::{Batch, Context};
+use super::kinds::{Batch, Context};
 use super::gml::{batch_factor, subtract_eigenvalues, validate};
 use super::proxy_anchor::ProxyAnchorLossConfig;
 use super::state::{LossState, Slot};

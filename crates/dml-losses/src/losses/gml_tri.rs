@@ -9,7 +9,7 @@
 //! the pair reading reduces exactly to a baseline of the catalogue at `ϕ_s = 1`, `ε2 = 0`.
 
 use super::contrastive::{check_margins, contrastive};
-use super::evaluate::{Batch, Context, PairInput, on_pairs};
+use super::kinds::{Batch, Context, PairInput, on_pairs};
 use super::gml::{batch_factor, subtract_eigenvalues, validate};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;

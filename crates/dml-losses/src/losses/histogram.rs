@@ -5,7 +5,7 @@
 use burn::tensor::Tensor;
 use dml_backend::{float_tensor, read_f64s};
 
-use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::kinds::{Batch, Computed, Context, PairInput, on_pairs};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

@@ -4,7 +4,7 @@
 use burn::tensor::Tensor;
 use burn::tensor::activation::relu;
 
-use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::kinds::{Batch, Computed, Context, PairInput, on_pairs};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

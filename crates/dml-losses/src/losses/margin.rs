@@ -7,7 +7,7 @@ use burn::module::Param;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use dml_backend::read_f64s;
 
-use super::evaluate::{Batch, Context, HostInput, on_host};
+use super::kinds::{Batch, Context, HostInput, on_host};
 use super::state::{LossState, Slot, require_classes};
 use super::triplet_margin::{TripletsPerAnchor, resolve_triplets};
 use super::{LossModule, LossOutput, RegisteredLoss};

@@ -14,11 +14,11 @@
 //! re-exports its items.
 
 mod classifier;
-mod evaluate;
 mod gml;
+mod kinds;
 mod state;
 
-pub use evaluate::{Batch, BatchData, Context};
+pub use kinds::{Batch, BatchData, Context};
 pub use state::{LossState, Slot};
 
 use std::fmt::Debug;
@@ -32,7 +32,7 @@ use crate::distance::Distance;
 use crate::error::LossError;
 use crate::miners::Miner;
 use crate::reducer::Reducer;
-use evaluate::{check_finite, check_inputs};
+use kinds::{check_finite, check_inputs};
 
 /// Everything the catalogue knows about one loss, implemented by the loss's configuration in
 /// the loss's own module.
@@ -567,7 +567,7 @@ impl<C: AnyLossConfig + Clone> LossModule<C> {
         }
         check_inputs(n, labels)?;
         if !self.spec.config.is_pair_based() {
-            return Err(evaluate::matrix_unsupported(self.spec.config.name()));
+            return Err(kinds::matrix_unsupported(self.spec.config.name()));
         }
         check_finite(&matrix, "matrix")?;
         self.check_labels(labels)?;

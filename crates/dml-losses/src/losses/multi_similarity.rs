@@ -1,7 +1,7 @@
 //! Multi-similarity loss (Wang et al. 2019, Eq. 4; PML `MultiSimilarityLoss`): per anchor,
 //! `1/α log(1 + Σ_p e^{-α(S_ap - λ)}) + 1/β log(1 + Σ_n e^{β(S_an - λ)})`.
 
-use super::evaluate::{Batch, Context, HostInput, on_host};
+use super::kinds::{Batch, Context, HostInput, on_host};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

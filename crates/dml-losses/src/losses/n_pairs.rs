@@ -1,7 +1,7 @@
 //! N-pairs loss (Sohn 2016, Eq. 3; PML `NPairsLoss`): one positive pair per class, and the
 //! cross-entropy of each anchor against all chosen positives.
 
-use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::kinds::{Batch, Computed, Context, PairInput, on_pairs};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

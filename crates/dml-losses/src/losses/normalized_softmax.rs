@@ -4,7 +4,7 @@
 use burn::tensor::{Device, Tensor};
 
 use super::classifier::{init_weights, targets, weighted};
-use super::evaluate::{Batch, Computed, Context, EmbInput, on_embeddings};
+use super::kinds::{Batch, Computed, Context, EmbInput, on_embeddings};
 use super::state::{LossState, Slot};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;

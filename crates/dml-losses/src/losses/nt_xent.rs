@@ -1,7 +1,7 @@
 //! NT-Xent / InfoNCE (Chen et al. 2020, Eq. 1; PML `NTXentLoss`): for each positive pair,
 //! `-log(e^{s_ap/τ} / (e^{s_ap/τ} + Σ_n e^{s_an/τ}))` over the anchor's negative pairs.
 
-use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::kinds::{Batch, Computed, Context, PairInput, on_pairs};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

@@ -5,7 +5,7 @@
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use dml_backend::{float_tensor, is_cpu_device, read_f64s};
 
-use super::evaluate::{Batch, Context, check_host_values, embeddings_of};
+use super::kinds::{Batch, Context, check_host_values, embeddings_of};
 use super::state::{LossState, Slot, normal, require_classes};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::attach::attach_gradients;

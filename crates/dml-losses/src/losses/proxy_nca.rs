@@ -3,7 +3,7 @@
 
 use burn::tensor::{Device, Tensor};
 
-use super::evaluate::{Batch, Computed, Context, EmbInput, on_embeddings};
+use super::kinds::{Batch, Computed, Context, EmbInput, on_embeddings};
 use super::state::{LossState, Slot, normal, require_classes};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;

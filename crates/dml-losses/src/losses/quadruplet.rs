@@ -9,7 +9,7 @@
 //! positive distance. There is no PML oracle; the tests compare with a naive loop and with
 //! finite differences.
 
-use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs};
+use super::kinds::{Batch, Computed, Context, PairInput, on_pairs};
 use super::triplet_margin::{TripletsPerAnchor, resolve_triplets};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;

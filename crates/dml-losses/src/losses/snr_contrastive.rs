@@ -3,7 +3,7 @@
 //! contrastive loss (see `contrastive`) on the SNR distance `var(x_i - x_j) / var(x_i)`.
 
 use super::contrastive::{check_margins, contrastive};
-use super::evaluate::{Batch, Context, on_pairs, require_distance};
+use super::kinds::{Batch, Context, on_pairs, require_distance};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

@@ -5,7 +5,7 @@
 use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
 
-use super::evaluate::{Batch, Computed, Context, EmbInput, on_embeddings, require_distance};
+use super::kinds::{Batch, Computed, Context, EmbInput, on_embeddings, require_distance};
 use super::state::{LossState, Slot, require_classes, uniform};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;

@@ -4,7 +4,7 @@
 use rand::SeedableRng;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::evaluate::{Batch, Context, HostInput, on_host};
+use super::kinds::{Batch, Context, HostInput, on_host};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

@@ -1,7 +1,7 @@
 //! Tuplet margin loss (Yu & Tao 2019, Eq. 6; PML `TupletMarginLoss`): per positive pair,
 //! `log(1 + Σ_n e^{s (cos θ_an - cos(θ_ap - β))})`.
 
-use super::evaluate::{Batch, Computed, Context, PairInput, on_pairs, require_distance};
+use super::kinds::{Batch, Computed, Context, PairInput, on_pairs, require_distance};
 use super::{LossModule, LossOutput, RegisteredLoss};
 use crate::distance::Distance;
 use crate::error::LossError;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use burn::tensor::{Device, Tensor, TensorData};
-use train::Learner;
+use dml_train::Learner;
 
 /// The value after `flag` on the bench's command line (`--steps 5` → `Some("5")`).
 pub fn arg(flag: &str) -> Option<String> {
