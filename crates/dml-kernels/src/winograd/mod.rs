@@ -44,9 +44,10 @@ mod f4;
 
 use rayon::prelude::*;
 
-use crate::conv::{Conv2dShape, swap_leading_into, with_scratch};
+use crate::layout::{swap_leading_into, with_scratch};
 use crate::parity::{join_phases, split_phases};
 use crate::sgemm::{self, View};
+use crate::shape::Conv2dShape;
 use crate::shared::{SharedOut, filled_vec};
 use f2::F2;
 use f4::F4;
@@ -1184,7 +1185,7 @@ fn backward_with<W: Minimal>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conv::tests::naive;
+    use crate::shape::naive;
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
         crate::shared::test_values(n, seed, 500.0, 400.0)
