@@ -267,7 +267,7 @@ pub(crate) fn conv2d_channel_major(
             // have copied the input to [C, B·H·W], and kept the copy through the step. The
             // backward pass takes the im2col route and makes that copy itself, for the weight
             // gradient, in a work buffer (its products image by image, without the copy, were
-            // measured slower). Measured on ResNet-50: forward 0.96 → 0.88 s per step.
+            // measured slower). ResNet-50's figures: `docs/performance-log.md`.
             let hw = s.out_plane();
             for b in 0..s.batch {
                 let x = View {
