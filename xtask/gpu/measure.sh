@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements of the README's "On a GPU" section, from binaries built elsewhere, for a
+# The GPU measurements of docs/gpu.md, from binaries built elsewhere, for a
 # GPU machine that has no Rust toolchain and no network (PyTorch and its CUDA libraries only).
 #
 # Build on a machine with the toolchain, then copy the three binaries (xz-compressed or not) to

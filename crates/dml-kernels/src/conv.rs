@@ -24,70 +24,17 @@
 
 use rayon::prelude::*;
 
+use crate::layout::{swap_leading, swap_leading_into, with_scratch};
 use crate::sgemm::{self, View};
+pub use crate::shape::Conv2dShape;
 use crate::shared::{SharedOut, filled_vec};
 use crate::winograd;
 pub use crate::winograd::{SWITCH as WINOGRAD_SWITCH, enabled as winograd_enabled};
 
-/// The geometry of one convolution: input `[batch, channels, height, width]`, weight
-/// `[out_channels, channels, kernel[0], kernel[1]]`, and per spatial axis the stride and the
-/// padding before and after.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Conv2dShape {
-    /// B.
-    pub batch: usize,
-    /// C.
-    pub channels: usize,
-    /// H.
-    pub height: usize,
-    /// W.
-    pub width: usize,
-    /// O.
-    pub out_channels: usize,
-    /// `[kh, kw]`.
-    pub kernel: [usize; 2],
-    /// `[sh, sw]`.
-    pub stride: [usize; 2],
-    /// `[(top, bottom), (left, right)]`.
-    pub padding: [(usize, usize); 2],
-}
-
+// What a forward pass keeps for its backward pass depends on the route it takes, so that length
+// is decided here, where the routes are chosen (the shape itself is the leaf module `shape`,
+// which the Winograd route imports too).
 impl Conv2dShape {
-    /// `[Ho, Wo]`, or an error naming the axis when the kernel does not fit the padded input
-    /// or a stride or kernel size is zero.
-    pub fn output_size(&self) -> Result<[usize; 2], String> {
-        let sizes = [self.height, self.width];
-        let mut out = [0; 2];
-        for axis in 0..2 {
-            let (before, after) = self.padding[axis];
-            let padded = sizes[axis] + before + after;
-            if self.stride[axis] == 0 || self.kernel[axis] == 0 {
-                return Err(format!(
-                    "convolution axis {axis}: stride and kernel size must be positive"
-                ));
-            }
-            if self.kernel[axis] > padded {
-                return Err(format!(
-                    "convolution axis {axis}: kernel {} is larger than the padded input {padded}",
-                    self.kernel[axis]
-                ));
-            }
-            out[axis] = (padded - self.kernel[axis]) / self.stride[axis] + 1;
-        }
-        Ok(out)
-    }
-
-    /// Rows of the unfolded input, `K = C·kh·kw`.
-    pub(crate) fn depth(&self) -> usize {
-        self.channels * self.kernel[0] * self.kernel[1]
-    }
-
-    /// `Ho·Wo` (the shape must have been checked by [`Self::output_size`]).
-    pub(crate) fn out_plane(&self) -> usize {
-        let [ho, wo] = self.output_size().expect("a checked convolution shape");
-        ho * wo
-    }
-
     /// Length of the input as the products read it, which the forward pass can keep for the
     /// backward one: `K·N` unfolded values, or the Winograd transform's `C·16·T` for a 3 × 3
     /// convolution of stride 1 (about `4·C·H·W` per image instead of `9·C·H·W`).
@@ -100,40 +47,6 @@ impl Conv2dShape {
         } else {
             self.depth() * self.batch * self.out_plane()
         }
-    }
-
-    fn input_len(&self) -> usize {
-        self.batch * self.channels * self.height * self.width
-    }
-
-    /// A 1 × 1 convolution of stride 1 without padding (most of a ResNet-50's): per image a
-    /// plain product with the input as it lies, `Y_b [O, H·W] = W [O, C] · X_b [C, H·W]`, so
-    /// there is nothing to unfold or fold back.
-    pub(crate) fn pointwise(&self) -> bool {
-        self.kernel == [1, 1] && self.stride == [1, 1] && self.padding == [(0, 0); 2]
-    }
-
-    fn weight_len(&self) -> usize {
-        self.out_channels * self.depth()
-    }
-
-    pub(crate) fn output_len(&self) -> usize {
-        self.batch * self.out_channels * self.out_plane()
-    }
-
-    /// Checks the geometry and the lengths of the given buffers.
-    pub(crate) fn check(&self, x: usize, w: usize, dy: Option<usize>) -> Result<(), String> {
-        self.output_size()?;
-        if x != self.input_len() || w != self.weight_len() || dy.is_some_and(|d| d != self.output_len()) {
-            return Err(format!(
-                "convolution {self:?}: buffers of {x} input, {w} weight and {dy:?} output-gradient values \
-                 do not match (expected {}, {} and {})",
-                self.input_len(),
-                self.weight_len(),
-                self.output_len()
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -287,83 +200,6 @@ pub(crate) fn valid_range(out_len: usize, stride: usize, offset: isize, in_len: 
     ((x0 as usize).min(x1), x1)
 }
 
-/// `[p, q, r] → [q, p, r]` for a contiguous `[p, q, r]` buffer, as a new vector.
-pub(crate) fn swap_leading(values: &[f32], p: usize, q: usize, r: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(values.len());
-    // The new vector is written straight into its spare capacity: zeroing it first would be a
-    // full extra pass over every activation.
-    write_swapped(values, [p, q, r], &mut out.spare_capacity_mut()[..values.len()]);
-    // SAFETY: `write_swapped` wrote all `q · p · r = values.len()` slots.
-    unsafe { out.set_len(values.len()) };
-    out
-}
-
-/// [`swap_leading`] into `out` (`values.len()` values, every one written): for a work buffer
-/// kept between calls, where a fresh vector would cost its page faults (5 ms of the input
-/// gradient of a 512-channel Winograd layer, whose transposed kernels are 9 MB).
-pub(crate) fn swap_leading_into(values: &[f32], p: usize, q: usize, r: usize, out: &mut [f32]) {
-    let out = &mut out[..values.len()];
-    // SAFETY: `MaybeUninit<f32>` has the layout of `f32`, and only initialised values are written
-    // through the reborrow, so `out` holds valid `f32`s afterwards.
-    let slots = unsafe { &mut *(out as *mut [f32] as *mut [std::mem::MaybeUninit<f32>]) };
-    write_swapped(values, [p, q, r], slots);
-}
-
-/// Writes `[p, q, r] → [q, p, r]` into every slot of `out`, in parallel over blocks of `q`.
-///
-/// Each task writes a block of up to 16 consecutive `q` and reads, for every `p`, their runs
-/// as one contiguous stretch. One `q` per task read a run of `r` values every `q·r` values: for
-/// the weights (`r` = 1 or 9) every read touched another cache line, and the swaps of a
-/// ResNet-18 step's weights and their gradients took 3 % of it.
-fn write_swapped(values: &[f32], [p, q, r]: [usize; 3], out: &mut [std::mem::MaybeUninit<f32>]) {
-    debug_assert_eq!(out.len(), p * q * r);
-    if p * r == 0 {
-        return;
-    }
-    // Enough blocks for every thread twice over, when `q` allows.
-    let block = q.div_ceil(2 * rayon::current_num_threads()).clamp(1, 16);
-    out.par_chunks_mut(block * p * r).enumerate().for_each(|(bi, dst)| {
-        let (q0, rows) = (bi * block, dst.len() / (p * r));
-        for pi in 0..p {
-            let src = &values[(pi * q + q0) * r..][..rows * r];
-            // An element loop rather than `write_copy_of_slice`: the runs are short (one
-            // feature map, 1 to a few thousand values) and a `memcpy` call per run cost
-            // about a tenth of a small-CNN training step.
-            for (qq, run) in src.chunks_exact(r).enumerate() {
-                for (d, &v) in dst[(qq * p + pi) * r..][..r].iter_mut().zip(run) {
-                    d.write(v);
-                }
-            }
-        }
-    });
-}
-
-thread_local! {
-    /// Work buffers of the calling thread, kept between calls so that the unfolded input (the
-    /// largest buffer of a training step) is neither re-allocated nor re-zeroed every time.
-    static SCRATCH: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` on a work buffer of `len` values with arbitrary contents.
-pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    let mut buf = SCRATCH.with(|s| {
-        let mut pool = s.borrow_mut();
-        // The smallest buffer that holds `len` values, else the largest (grown below): once a
-        // step has asked for each of its sizes, no buffer grows, and so is re-zeroed, again.
-        let fits = (0..pool.len())
-            .filter(|&i| pool[i].len() >= len)
-            .min_by_key(|&i| pool[i].len());
-        let pick = fits.or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
-        pick.map(|i| pool.swap_remove(i)).unwrap_or_default()
-    });
-    if buf.len() < len {
-        buf.resize(len, 0.0);
-    }
-    let out = f(&mut buf[..len]);
-    SCRATCH.with(|s| s.borrow_mut().push(buf));
-    out
-}
-
 /// `c [m, n] = a · b` through [`sgemm`], parallel when large.
 fn product(c: &mut [f32], mnk: [usize; 3], a: View, b: View) {
     sgemm::sgemm(c, mnk, a, b, false, sgemm::worth_splitting(mnk));
@@ -431,7 +267,7 @@ pub(crate) fn conv2d_channel_major(
             // have copied the input to [C, B·H·W], and kept the copy through the step. The
             // backward pass takes the im2col route and makes that copy itself, for the weight
             // gradient, in a work buffer (its products image by image, without the copy, were
-            // measured slower). Measured on ResNet-50: forward 0.96 → 0.88 s per step.
+            // measured slower). ResNet-50's figures: `docs/performance-log.md`.
             let hw = s.out_plane();
             for b in 0..s.batch {
                 let x = View {
@@ -598,60 +434,7 @@ pub(crate) fn backward_channel_major(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    #[test]
-    fn swapping_the_leading_axes_moves_every_run() {
-        // Runs of 1 (a weight transpose), 9 (kernels) and 5; block counts that do and do not
-        // divide q; a single p and a single q.
-        for [p, q, r] in [[3, 37, 1], [40, 33, 9], [5, 2, 5], [1, 20, 3], [7, 1, 4], [16, 64, 1]] {
-            let values: Vec<f32> = (0..p * q * r).map(|i| i as f32).collect();
-            let swapped = swap_leading(&values, p, q, r);
-            let mut into = vec![f32::NAN; p * q * r + 3];
-            swap_leading_into(&values, p, q, r, &mut into);
-            for (qi, pi, k) in (0..q).flat_map(|qi| (0..p).flat_map(move |pi| (0..r).map(move |k| (qi, pi, k)))) {
-                let want = values[(pi * q + qi) * r + k];
-                assert_eq!(
-                    swapped[(qi * p + pi) * r + k],
-                    want,
-                    "[{p}, {q}, {r}] at ({qi}, {pi}, {k})"
-                );
-                assert_eq!(into[(qi * p + pi) * r + k], want);
-            }
-            assert!(into[p * q * r..].iter().all(|v| v.is_nan()), "past the end untouched");
-        }
-    }
-
-    /// The convolution by its definition, in `f64`.
-    pub(crate) fn naive(s: &Conv2dShape, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f64> {
-        let [ho, wo] = s.output_size().unwrap();
-        let [kh, kw] = s.kernel;
-        let mut out = vec![0.0; s.batch * s.out_channels * ho * wo];
-        for b in 0..s.batch {
-            for o in 0..s.out_channels {
-                for y in 0..ho {
-                    for xx in 0..wo {
-                        let mut acc = bias.map_or(0.0, |bb| bb[o] as f64);
-                        for c in 0..s.channels {
-                            for i in 0..kh {
-                                for j in 0..kw {
-                                    let iy = (y * s.stride[0] + i) as isize - s.padding[0].0 as isize;
-                                    let ix = (xx * s.stride[1] + j) as isize - s.padding[1].0 as isize;
-                                    if iy < 0 || ix < 0 || iy >= s.height as isize || ix >= s.width as isize {
-                                        continue;
-                                    }
-                                    let xv = x[((b * s.channels + c) * s.height + iy as usize) * s.width + ix as usize];
-                                    let wv = w[((o * s.channels + c) * kh + i) * kw + j];
-                                    acc += xv as f64 * wv as f64;
-                                }
-                            }
-                        }
-                        out[((b * s.out_channels + o) * ho + y) * wo + xx] = acc;
-                    }
-                }
-            }
-        }
-        out
-    }
+    use crate::shape::naive;
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
         crate::shared::test_values(n, seed, 500.0, 400.0)

@@ -19,7 +19,8 @@
 
 use rayon::prelude::*;
 
-use crate::conv::{Conv2dGrads, Conv2dShape, Wanted, backward_channel_major, conv2d_channel_major, with_scratch};
+use crate::conv::{Conv2dGrads, Conv2dShape, Wanted, backward_channel_major, conv2d_channel_major};
+use crate::layout::with_scratch;
 use crate::norm::{ChannelBackward, channel_moments, per_channel, scale_shift};
 use crate::shared::Buffer;
 

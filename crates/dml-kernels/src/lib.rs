@@ -14,10 +14,12 @@
 pub mod adam;
 pub mod conv;
 pub mod conv_bn;
+mod layout;
 pub mod norm;
 mod parity;
 pub mod pool;
 pub mod sgemm;
+mod shape;
 mod shared;
 mod winograd;
 

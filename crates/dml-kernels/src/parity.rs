@@ -22,10 +22,9 @@ pub(crate) fn split_phases(values: &[f32], offset: usize, stride: usize, len: us
 /// With a constant stride the row goes in three parts: the columns before the first one of
 /// phase 0, then whole groups of `S` columns, one value to each phase's run, then the rest. For
 /// stride 2 the compiler turns the groups' loop into vector loads and shuffles; for 4 it stays
-/// one value at a time, without the per-value bookkeeping of the strided iterators used before
-/// (which made the split and join 5 % of a ResNet-18 training step; with the groups the step
-/// went from 0.396–0.401 to 0.381–0.393 s by A/B of `benches/throughput.rs`). A 4 × 4 register
-/// transpose for stride 4 measured no faster: ResNet-18's rows have 1 to 7 groups.
+/// one value at a time, without the per-value bookkeeping of strided iterators (which made the
+/// split and join 5 % of a ResNet-18 training step; the A/B figures, and a register transpose
+/// for stride 4 that did not pay: `docs/performance-log.md`).
 #[inline(always)]
 fn split_by<const S: usize>(values: &[f32], offset: usize, stride: usize, len: usize, phases: &mut [f32]) {
     let (stride, head, groups) = parts::<S>(stride, offset, values.len());

@@ -285,13 +285,10 @@ fn grow(buffer: &mut Vec<f32>, len: usize) {
 }
 
 /// The most rows of `C` (of one part of the product) for which a row-major `B` is read in
-/// place rather than packed. Each packed value is read once per row panel of `A`, so the copy
-/// pays back over many rows; read in place, the panel's rows lie a row stride apart, often a
-/// multiple of 4 KiB (the Winograd products' `V_e`, at `α²·T` values), where they share cache
-/// sets and pages. Measured on the conv-BN-ReLU layers of `benches/conv.rs` (forward +
-/// backward, ms, A/B alternating): read in place for every `m`, the 64-channel layer at 28²
-/// went 21.4–26.8 → 19.9–22.3 but the 512-channel one at 4² 22.2–25.0 → 24.2–26.4; up to 64
-/// rows, the first gains and the others are unchanged.
+/// place rather than packed: each packed value is read once per row panel of `A`, so the copy
+/// pays back over many rows, while read in place the panel's rows lie a row stride apart, often
+/// a multiple of 4 KiB (the Winograd products' `V_e`, at `α²·T` values), where they share cache
+/// sets and pages (the A/B figures: `docs/performance-log.md`).
 const DIRECT_B_ROWS: usize = 64;
 
 /// One operand's panels for one depth block, as the kernel reads them: the first value of

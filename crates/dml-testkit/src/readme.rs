@@ -1,9 +1,11 @@
-//! Running the README's command lines as written, so that the README cannot drift from the
-//! programs: every ```` ```sh ```` block is read from `README.md` at test time and run through
-//! `bash` in a scratch directory, with `cargo` defined as a shell function that maps the
-//! invocations a test owns (e.g. `cargo run --release -p train --`) to the binary under test and
-//! skips every other one for a reason the test states. A command that no mapping or skip rule
-//! covers is a failure, as is a skip rule or a substitution that no longer matches anything.
+//! Running the command lines of the documentation as written, so that the README and the pages
+//! under `docs/` cannot drift from the programs: every ```` ```sh ```` block of a page is read at
+//! test time and run through `bash` in a scratch directory, with `cargo` defined as a shell
+//! function that maps the invocations a test owns (e.g. `cargo run --release -p train --`) to the
+//! binary under test and skips every other one for a reason the test states. A command that no
+//! mapping or skip rule covers is a failure, as is a skip rule or a substitution that no longer
+//! matches anything in that page. [`pages_with_sh_blocks`] lists the pages a test suite must
+//! cover.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,22 +33,22 @@ pub struct Skip {
     pub reason: &'static str,
 }
 
-/// `cargo test …` in the README: the suite that runs the README test itself; every README test
-/// skips it.
+/// `cargo test …` in a page: the suite that runs the page's test itself; every page test skips
+/// it.
 pub const SKIP_CARGO_TEST: Skip = Skip {
     pattern: "cargo test*",
     reason: "the test suite itself, which this test is part of",
 };
 
-/// `cargo bench …` and the timing forms of `cargo xtask bench` in the README: timing loops rather
-/// than examples of use (`--peers` also installs PyTorch with pip); every README test skips them.
+/// `cargo bench …` and the timing forms of `cargo xtask bench` in a page: timing loops rather
+/// than examples of use (`--peers` also installs PyTorch with pip); every page test skips them.
 /// `cargo xtask bench --list` is not matched and runs.
 pub const SKIP_CARGO_BENCH: Skip = Skip {
     pattern: "cargo bench*|cargo xtask bench|cargo xtask bench --peers*|cargo xtask bench --only*|cargo xtask bench --device*|cargo xtask bench --repeats*",
     reason: "a benchmark: minutes of timing loops, not an example of use",
 };
 
-/// A textual change to the README's blocks before they run (smaller sizes, one seed of a loop).
+/// A textual change to a page's blocks before they run (smaller sizes, one seed of a loop).
 #[derive(Debug, Clone, Copy)]
 pub struct Substitution {
     /// The text replaced (every occurrence).
@@ -60,7 +62,7 @@ pub struct Substitution {
 /// One command that ran.
 #[derive(Debug, Clone)]
 pub struct Ran {
-    /// The command line as the README's block expanded it (`cargo run …`).
+    /// The command line as the page's block expanded it (`cargo run …`).
     pub line: String,
     /// Its standard output.
     pub stdout: String,
@@ -68,7 +70,7 @@ pub struct Ran {
     pub stderr: String,
 }
 
-/// What [`run_readme`] did.
+/// What [`run_page`] did.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     /// Every mapped command, in order.
@@ -126,32 +128,57 @@ fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
-/// Runs every ```` ```sh ```` block of `readme` (after `substitutions`) in `cwd` through bash and
-/// returns what ran. Panics, with the command and its output, when a mapped command fails, when a
-/// `cargo` command matches neither a mapping nor a skip rule, or when a skip rule or substitution
-/// matches nothing (the README changed and the test must follow).
-pub fn run_readme(
-    readme: &Path,
+/// The Markdown pages whose commands the tests run, as paths relative to `root` with `/`:
+/// `README.md` and every `docs/*.md`, each only if it has a ```` ```sh ```` block, sorted.
+pub fn pages_with_sh_blocks(root: &Path) -> Vec<String> {
+    let mut candidates = vec!["README.md".to_string()];
+    let docs = root.join("docs");
+    if let Ok(entries) = std::fs::read_dir(&docs) {
+        for entry in entries {
+            let name = entry
+                .unwrap_or_else(|e| panic!("cannot list {}: {e}", docs.display()))
+                .file_name();
+            let name = name.to_string_lossy();
+            if name.ends_with(".md") {
+                candidates.push(format!("docs/{name}"));
+            }
+        }
+    }
+    let mut pages: Vec<String> = candidates
+        .into_iter()
+        .filter(|page| std::fs::read_to_string(root.join(page)).is_ok_and(|text| !sh_blocks(&text).is_empty()))
+        .collect();
+    pages.sort();
+    pages
+}
+
+/// Runs every ```` ```sh ```` block of the page `page` (after `substitutions`) in `cwd` through
+/// bash and returns what ran. Panics, with the command and its output, when a mapped command
+/// fails, when a `cargo` command matches neither a mapping nor a skip rule, or when a skip rule
+/// or substitution matches nothing in this page (the page changed and its test must follow).
+pub fn run_page(
+    page: &Path,
     cwd: &Path,
     mappings: &[Mapping],
     skips: &[Skip],
     substitutions: &[Substitution],
 ) -> Report {
-    let text = std::fs::read_to_string(readme).unwrap_or_else(|e| panic!("cannot read {}: {e}", readme.display()));
+    let name = page.display();
+    let text = std::fs::read_to_string(page).unwrap_or_else(|e| panic!("cannot read {name}: {e}"));
     let mut script = sh_blocks(&text).join("\n");
-    assert!(!script.is_empty(), "{} has no ```sh block", readme.display());
+    assert!(!script.is_empty(), "{name} has no ```sh block");
     for s in substitutions {
         assert!(
             script.contains(s.from),
-            "the substitution {:?} → {:?} ({}) matches nothing in the README's sh blocks any more",
+            "the substitution {:?} → {:?} ({}) matches nothing in the sh blocks of {name} any more",
             s.from,
             s.to,
             s.why
         );
         script = script.replace(s.from, s.to);
     }
-    let log = cwd.join(".readme-log");
-    let outputs = cwd.join(".readme-out");
+    let log = cwd.join(".page-log");
+    let outputs = cwd.join(".page-out");
     std::fs::create_dir_all(&outputs).unwrap();
     let _ = std::fs::remove_file(&log);
 
@@ -193,15 +220,15 @@ pub fn run_readme(
     }
     prelude.push_str("  echo \"no mapping or skip rule for: $line\" >&2; exit 1\n}\n");
     let full = format!("{prelude}\n{script}");
-    std::fs::write(cwd.join(".readme.sh"), &full).unwrap();
+    std::fs::write(cwd.join(".page.sh"), &full).unwrap();
     let output = Command::new("bash")
-        .arg(cwd.join(".readme.sh"))
+        .arg(cwd.join(".page.sh"))
         .current_dir(cwd)
         .output()
         .expect("run bash");
     assert!(
         output.status.success(),
-        "a README command failed:\n{}\n{}",
+        "a command of {name} failed:\n{}\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
@@ -231,7 +258,7 @@ pub fn run_readme(
     for (skip, used) in skips.iter().zip(used) {
         assert!(
             used,
-            "the skip rule {:?} ({}) matches no README command any more",
+            "the skip rule {:?} ({}) matches no command of {name} any more",
             skip.pattern, skip.reason
         );
     }
@@ -249,6 +276,25 @@ mod tests {
     fn skip_patterns_become_quoted_case_patterns() {
         assert_eq!(case_pattern("cargo xtask*"), r#""cargo xtask"*"""#);
         assert_eq!(case_pattern("*a=*|b c"), r#"""*"a="*""|"b c""#);
+    }
+
+    #[test]
+    fn the_pages_are_the_readme_and_the_docs_with_sh_blocks() {
+        let root = std::env::temp_dir().join(format!("dml-testkit-pages-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("docs/nested")).unwrap();
+        let with = "text\n```sh\necho a\n```\n";
+        let without = "text\n```rust\nfn x() {}\n```\n";
+        std::fs::write(root.join("README.md"), with).unwrap();
+        std::fs::write(root.join("docs/b.md"), with).unwrap();
+        std::fs::write(root.join("docs/a.md"), with).unwrap();
+        std::fs::write(root.join("docs/plain.md"), without).unwrap();
+        std::fs::write(root.join("docs/notes.txt"), with).unwrap();
+        std::fs::write(root.join("docs/nested/deep.md"), with).unwrap();
+        assert_eq!(pages_with_sh_blocks(&root), ["README.md", "docs/a.md", "docs/b.md"]);
+        std::fs::write(root.join("README.md"), without).unwrap();
+        assert_eq!(pages_with_sh_blocks(&root), ["docs/a.md", "docs/b.md"]);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

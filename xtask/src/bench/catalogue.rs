@@ -198,8 +198,7 @@ const CONVOLUTIONS: &str = "Our convolutions run on our AVX-512 product: Winogra
     Winograd transforms, the unfolding and packing, the batch-norm, ReLU and pooling passes and the \
     reorders between them are most of the rest (about 40 % of a 0.43 s step, profiled 2026-11-25), \
     passes that oneDNN's direct convolutions on blocked layouts fuse away. The small CNN's layers \
-    have too few channels for Winograd to pay, so it runs on im2col alone (README, \"Where the CPU \
-    time goes\").";
+    have too few channels for Winograd to pay, so it runs on im2col alone (docs/cpu.md).";
 
 /// The entries `only` selects: every default entry when it is empty, else each entry whose name
 /// is listed (comma-separated names may also be given in one argument).

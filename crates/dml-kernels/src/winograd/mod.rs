@@ -26,8 +26,7 @@
 //! row is stored split by column phase (the column modulo m), so that the stride-m reads of a
 //! row's tiles become contiguous runs, and every combination that does not move values between
 //! rows runs over several whole images' tiles at once ([`RUN_TILES`]; a tile row has 1 to 14
-//! tiles in ResNet-18: loops that short are mostly overhead, and combining per image rather
-//! than per tile row made the conv-BN-ReLU layers of `benches/conv.rs` about 10 % faster).
+//! tiles in ResNet-18, and loops that short are mostly overhead).
 //!
 //! Where few channels are summed over, a product is bound by writing its result, not by its
 //! multiply-adds: there the forward products and the input gradient's run in blocks of tiles,
@@ -44,9 +43,10 @@ mod f4;
 
 use rayon::prelude::*;
 
-use crate::conv::{Conv2dShape, swap_leading_into, with_scratch};
+use crate::layout::{swap_leading_into, with_scratch};
 use crate::parity::{join_phases, split_phases};
 use crate::sgemm::{self, View};
+use crate::shape::Conv2dShape;
 use crate::shared::{SharedOut, filled_vec};
 use f2::F2;
 use f4::F4;
@@ -298,24 +298,13 @@ impl Route {
     }
 }
 
-/// The output positions of a batch (`B·Ho·Wo`) from which F(4 × 4) is a candidate.
-///
-/// Its transformed weight is 36 values per channel pair against F(2 × 2)'s 16 (written for the
-/// forward and the input gradient, and the weight gradient read from as many): a cost per
-/// channel pair, which the products' saving (also per channel pair, times the positions) repays
-/// only over enough positions. Measured on ResNet-18's layers at 112², batch 32
-/// (`benches/conv.rs` with `DML_WINOGRAD=f2` and `f4`, forward + backward, ms):
-///
-/// | layer | positions | F(2 × 2) | F(4 × 4) |
-/// |---|---|---|---|
-/// | 64 ch, 28² | 25,088 | 25.4–26.4 | 19.6–20.0 |
-/// | 128 ch, 14² | 6,272 | 15.5–15.9 | 14.3 |
-/// | 256 ch, 7² | 1,568 | 17.4–17.6 | 14.9–15.0 |
-/// | 512 ch, 4² | 512 | 23.2–23.9 | 32.1–36.7 |
+/// The output positions of a batch (`B·Ho·Wo`) from which F(4 × 4) is a candidate: its
+/// transformed weight, 36 values per channel pair against F(2 × 2)'s 16, is a cost per channel
+/// pair that the products' saving (per channel pair, times the positions) repays only over
+/// enough positions (the figures on ResNet-18's layers: `docs/performance-log.md`).
 ///
 /// F(4 × 4) only replaces F(2 × 2), never the direct route: where the direct product beat
-/// F(2 × 2) it beat F(4 × 4) too (the small CNN's 64 → 128 at 7² and 128 → 256 at 3², batch
-/// 128, have the positions but too few channels: its training step went from 78–80 to 86–87 ms).
+/// F(2 × 2) it beat F(4 × 4) too.
 const F4_MIN_POSITIONS: usize = 1_024;
 
 /// The route a convolution takes, if any: a 3 × 3 kernel of stride 1 (any padding) where the
@@ -323,10 +312,9 @@ const F4_MIN_POSITIONS: usize = 1_024;
 ///
 /// With the products shrunk `r` times ([`Route::reduction`]) and the transforms costing a
 /// fixed number of operations per position and channel, F(2 × 2) is worth it when
-/// `min(C, O) · (1 − 1/r) ≥ 32`, a threshold measured on this project's backbones (training
-/// steps, 2 threads): every 3 × 3 stage of ResNet-18 at 112² gained (64 channels at 28², 512 at
-/// 4²: the step went from 0.69 to 0.60 s), while the small CNN's 64 → 128 at 7² (`r` = 1.72) and
-/// 128 → 256 at 3² (`r` = 1.27) lost, by 3 % of its step. Where F(2 × 2) pays, F(4 × 4) takes
+/// `min(C, O) · (1 − 1/r) ≥ 32`, a threshold measured on this project's backbones, where every
+/// 3 × 3 stage of ResNet-18 gains and the small CNN's narrow layers lose (the figures:
+/// `docs/performance-log.md`). Where F(2 × 2) pays, F(4 × 4) takes
 /// over from [`F4_MIN_POSITIONS`] output positions on, if its tiles save more. [`SWITCH`] can
 /// pin either algorithm (where the threshold, with its own `r`, lets it pay).
 pub(crate) fn route(s: &Conv2dShape) -> Option<Route> {
@@ -447,12 +435,8 @@ pub(crate) fn transformed_len(s: &Conv2dShape) -> usize {
 
 /// The tiles the transforms combine at once, at least: whole images, as many as make up this
 /// many tiles, so that ResNet-18's small maps (4 tiles per image at 7² and 4²) get long vector
-/// loops while a large map's run (49 tiles per image at 28²) stays in L1. Measured on the
-/// conv-BN-ReLU layers of `benches/conv.rs` (forward + backward, ms, medians of 4 runs
-/// alternating): runs of one image → of the whole batch took the 512-channel layer at 4² from
-/// 26.6 to 24.6 and the 256-channel one at 7² from 16.4 to 15.3, but the 64-channel one at 28²
-/// from 22.8 to 23.2 (its batch's run is 1,568 tiles); runs of this many (two images there)
-/// gave it back a little, 24.2 → 24.1 in a later, slower series of 8 (within the noise).
+/// loops while a large map's run (49 tiles per image at 28²) stays in L1 (the measurements:
+/// `docs/performance-log.md`).
 const RUN_TILES: usize = 128;
 
 /// Whole images per run of the transforms ([`RUN_TILES`]).
@@ -673,11 +657,8 @@ fn forward_with<W: Minimal>(
 
 /// The most bytes of one block's products that [`product_output_blocks`] and
 /// [`input_grad_blocks`] keep in a work buffer: with the operands, about what a core's L2 holds
-/// (2 MiB here). Measured on the conv-BN-ReLU layers of `benches/conv.rs` (forward + backward,
-/// ms, medians of 5 runs alternating): at 1 MiB the 128-channel layer at 14² could not block
-/// (a panel of 64 tiles needs 1.2 MB), at 1.25 MiB it went 17.0 → 16.3; at 2.5 MiB the layers
-/// at 7² and 4² block too, and all four got slower (64 channels 23.2 → 24.2, 512 channels 26.3
-/// → 27.7).
+/// (2 MiB here), and no more, since larger blocks measured slower (the sizes tried:
+/// `docs/performance-log.md`).
 const BLOCK_BYTES: usize = 5 << 18;
 
 /// How many units (tile rows, or images) of `unit_tiles` tiles each, of `units`, one block of
@@ -687,10 +668,8 @@ const BLOCK_BYTES: usize = 5 << 18;
 ///
 /// One position's product over every tile writes `[rows, T]` to memory, and the transform
 /// after it reads that back: for few channels to sum over (as many multiply-adds per value
-/// written) the traffic, not the multiply-adds, bounds the product. At 64 channels, 28²
-/// (ResNet-18's first stage, 1,568 tiles per position) one thread did 23 GMAC/s that way and
-/// 45 in blocks of 128 tiles whose result stays in cache, at 128 channels 51 and 63
-/// (`benches/sgemm.rs`, `forward` against `forward_in_blocks`). A block must span at least one
+/// written) the traffic, not the multiply-adds, bounds the product (the rates with and without
+/// blocks, from `benches/sgemm.rs`: `docs/cpu.md`). A block must span at least one
 /// panel of the product ([`sgemm::PANEL_COLUMNS`] tiles) within [`BLOCK_BYTES`], else blocking
 /// does not pay; of the sizes that fit (from half the largest on), the one whose last panel is
 /// fullest is taken, the kernel computing whole panels.
@@ -1184,7 +1163,7 @@ fn backward_with<W: Minimal>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conv::tests::naive;
+    use crate::shape::naive;
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
         crate::shared::test_values(n, seed, 500.0, 400.0)

@@ -1,0 +1,168 @@
+//! Every `cargo xtask …` line of the ```` ```sh ```` blocks of the README and of the pages under
+//! `docs/`, run as written through bash against the built binary (the `train` lines are
+//! `crates/train/tests/docs_commands.rs`'s, which also runs every page): an example that errors
+//! fails its page's test. Each page runs in a scratch directory of its own. The few commands that
+//! cannot run here are skipped, each for a reason listed below and printed. Every page with a
+//! `cargo xtask` line has a test here, which `every_page_with_xtask_lines_has_a_test` checks
+//! against the files.
+
+use std::path::PathBuf;
+
+use dml_testkit::readme::{
+    Mapping, Report, SKIP_CARGO_BENCH, Skip, Substitution, pages_with_sh_blocks, run_page, sh_blocks,
+};
+
+const SKIP_TRAIN: Skip = Skip {
+    pattern: "cargo run --release -p train*",
+    reason: "a train command: crates/train/tests/docs_commands.rs runs these",
+};
+
+const SKIP_FETCH_WEIGHTS: Skip = Skip {
+    pattern: "cargo xtask fetch-weights*",
+    reason: "downloads weights from the network",
+};
+
+/// What a page's test skips and changes before its blocks run.
+struct Spec {
+    skips: &'static [Skip],
+    substitutions: &'static [Substitution],
+}
+
+/// The skip rules and substitutions of each page: each must match something in its page.
+fn spec(page: &str) -> Spec {
+    match page {
+        "docs/training.md" => Spec {
+            skips: &[SKIP_TRAIN, SKIP_FETCH_WEIGHTS, SKIP_CARGO_BENCH],
+            substitutions: &[],
+        },
+        "docs/datasets.md" => Spec {
+            skips: &[
+                Skip {
+                    pattern: "cargo xtask prepare cub200*|cargo xtask prepare cars196*|cargo xtask prepare sop*|cargo xtask prepare inshop*",
+                    reason: "needs the data set's official archive, which cannot be downloaded here",
+                },
+                Skip {
+                    pattern: "cargo xtask prepare fashion-mnist*",
+                    reason: "writes all 70,000 images; tests/tests/fashion_mnist.rs runs this command (with --out)",
+                },
+            ],
+            substitutions: &[
+                Substitution {
+                    from: "synth --n 2000",
+                    to: "synth --n 100",
+                    why: "a smaller synthetic set",
+                },
+                Substitution {
+                    from: "data/mine/manifest.csv",
+                    to: "data/synth/manifest.csv",
+                    why: "the manifest \"you assembled yourself\" is the user's; the synthetic set of the line above stands in",
+                },
+            ],
+        },
+        "docs/benchmarks.md" => Spec {
+            skips: &[SKIP_CARGO_BENCH],
+            substitutions: &[],
+        },
+        other => panic!("{other} has no entry in spec()"),
+    }
+}
+
+/// One test per page (named first), and the list of the pages that have one.
+macro_rules! page_tests {
+    ($($test:ident: $page:literal => $check:ident),* $(,)?) => {
+        /// Every page this file runs, each by the test of the same entry.
+        const PAGES: &[&str] = &[$($page),*];
+        $(
+            #[test]
+            fn $test() {
+                let dir = scratch_dir($page);
+                let report = run(&dir, $page);
+                $check(&dir, &report);
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        )*
+    };
+}
+
+page_tests! {
+    training: "docs/training.md" => check_training,
+    datasets: "docs/datasets.md" => check_datasets,
+    benchmarks: "docs/benchmarks.md" => check_benchmarks,
+}
+
+fn run(dir: &std::path::Path, page: &str) -> Report {
+    let mapping = Mapping {
+        prefix: vec!["xtask".into()],
+        binary: env!("CARGO_BIN_EXE_xtask").into(),
+        extra: Vec::new(),
+        no_extra_for: Vec::new(),
+    };
+    let spec = spec(page);
+    let path = dml_testkit::workspace_root().join(page);
+    run_page(&path, dir, &[mapping], spec.skips, spec.substitutions)
+}
+
+#[test]
+fn every_page_with_xtask_lines_has_a_test() {
+    let root = dml_testkit::workspace_root();
+    let with_xtask: Vec<String> = pages_with_sh_blocks(&root)
+        .into_iter()
+        .filter(|page| {
+            let text = std::fs::read_to_string(root.join(page)).unwrap();
+            sh_blocks(&text).iter().any(|block| block.contains("cargo xtask"))
+        })
+        .collect();
+    let mut listed: Vec<&str> = PAGES.to_vec();
+    listed.sort_unstable();
+    assert_eq!(
+        with_xtask, listed,
+        "the pages with `cargo xtask` in their ```sh blocks (left) and the pages this file tests \
+         (right) differ: give a new page an entry in page_tests! and spec()"
+    );
+}
+
+/// The only xtask line of the page downloads weights, and is skipped for that reason.
+fn check_training(_dir: &std::path::Path, report: &Report) {
+    assert!(report.ran.is_empty(), "{:?}", lines(report));
+    assert!(
+        report
+            .skipped
+            .iter()
+            .any(|(line, _)| line.starts_with("cargo xtask fetch-weights")),
+        "{:?}",
+        report.skipped
+    );
+}
+
+fn check_datasets(dir: &std::path::Path, report: &Report) {
+    let lines = lines(report);
+    assert!(lines.iter().any(|l| l.starts_with("cargo xtask synth")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("cargo xtask check")), "{lines:?}");
+    assert!(dir.join("data/synth/manifest.csv").is_file());
+}
+
+/// `cargo xtask bench --list` runs and names the benches; the timing forms are skipped.
+fn check_benchmarks(_dir: &std::path::Path, report: &Report) {
+    let list = report
+        .runs_with("cargo xtask bench --list")
+        .next()
+        .expect("bench --list ran");
+    assert!(list.stdout.contains("throughput"), "{}", list.stdout);
+    assert_eq!(report.ran.len(), 1, "{:?}", lines(report));
+}
+
+fn lines(report: &Report) -> Vec<&str> {
+    report.ran.iter().map(|r| r.line.as_str()).collect()
+}
+
+/// A fresh scratch directory per page (xtask's tests have no tempfile dependency).
+fn scratch_dir(page: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "xtask-docs-{}-{}",
+        std::process::id(),
+        page.replace(['/', '.'], "-")
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
