@@ -29,7 +29,9 @@ use crate::sgemm::{self, View};
 pub use crate::shape::Conv2dShape;
 use crate::shared::{SharedOut, filled_vec};
 use crate::winograd;
-pub use crate::winograd::{SWITCH as WINOGRAD_SWITCH, enabled as winograd_enabled};
+pub use crate::winograd::{
+    SWITCH as WINOGRAD_SWITCH, enabled as winograd_enabled, switch_warning as winograd_switch_warning,
+};
 
 // What a forward pass keeps for its backward pass depends on the route it takes, so that length
 // is decided here, where the routes are chosen (the shape itself is the leaf module `shape`,

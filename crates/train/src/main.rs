@@ -79,6 +79,9 @@ fn main() -> ExitCode {
     quiet_default_device();
     quick_autotune();
     let cli = Cli::parse();
+    if let Some(warning) = dml_kernels::conv::winograd_switch_warning() {
+        eprintln!("warning: {warning}");
+    }
     let result = match &cli.command {
         None => commands::train::run_train(&cli.train),
         Some(Command::Train(args)) => commands::train::run_train(args),

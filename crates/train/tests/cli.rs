@@ -68,3 +68,21 @@ fn too_few_training_classes_fail_before_any_work_naming_the_keys() {
     );
     assert!(!runs.path().join("default").exists(), "nothing may be written");
 }
+
+#[test]
+fn a_bad_winograd_switch_is_reported_once_by_the_program() {
+    let run = |value: &str| {
+        Command::new(env!("CARGO_BIN_EXE_train"))
+            .args(["config"])
+            .env("DML_WINOGRAD", value)
+            .output()
+            .unwrap()
+    };
+    let o = run("sometimes");
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("warning: DML_WINOGRAD=\"sometimes\"").count(), 1, "{err}");
+    assert!(err.contains("stay on"), "{err}");
+    let o = run("f4");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
+}

@@ -362,16 +362,18 @@ enum Setting {
 /// [`SWITCH`]'s setting, read once when the first convolution runs, so that a forward pass and
 /// its backward pass always agree on the route (the kept transform means nothing to another
 /// one). A value that is none of `0`/`1`, `false`/`true`, `off`/`on`, `f2`/`f4` keeps the
-/// default and is reported on standard error, naming the variable.
+/// default; [`switch_warning`] says so, for a program to report.
 fn setting() -> Setting {
     static SETTING: std::sync::OnceLock<Setting> = std::sync::OnceLock::new();
-    *SETTING.get_or_init(|| {
-        let value = std::env::var(SWITCH).ok();
-        parse_switch(value.as_deref()).unwrap_or_else(|message| {
-            eprintln!("warning: {message}; the Winograd convolutions stay on");
-            Setting::Auto
-        })
-    })
+    *SETTING.get_or_init(|| parse_switch(std::env::var(SWITCH).ok().as_deref()).unwrap_or(Setting::Auto))
+}
+
+/// Why [`SWITCH`]'s value is ignored, naming the variable and the accepted values (`None` when it
+/// is unset or valid). A program calls it once at start and shows the warning to its user.
+pub fn switch_warning() -> Option<String> {
+    parse_switch(std::env::var(SWITCH).ok().as_deref())
+        .err()
+        .map(|message| format!("{message}; the Winograd convolutions stay on"))
 }
 
 /// Whether wide 3 × 3 stride-1 convolutions take the Winograd route: yes unless [`SWITCH`] says
