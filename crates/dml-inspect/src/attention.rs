@@ -90,12 +90,7 @@ pub fn explain_attention(req: &AttentionRequest, progress: &dyn Progress) -> Res
     let kind = kind_for(req.images.len(), req.different)?;
     existing_images(req.images.iter().map(PathBuf::as_path))?;
     let run = req.run.load(progress)?;
-    let stages = run.model.backbone.stage_names();
-    let stage = req
-        .stage
-        .clone()
-        .unwrap_or_else(|| stages[stages.len() - 1].to_string());
-    run.model.backbone.stage_index(&stage).map_err(TrainError::from)?;
+    let stage = explained_stage(&run.model, req.stage.as_deref())?;
     let transform = data::eval_transform(&run.config.data);
     let tuple = load_images(&req.images, &Pipeline::new(transform)?)?;
     // Grad-CAM through autodiff works at every stage of every backbone.
@@ -173,6 +168,23 @@ pub fn explain_attention(req: &AttentionRequest, progress: &dyn Progress) -> Res
     let json = req.out.join("attention.json");
     write_json(&json, &report)?;
     Ok(report)
+}
+
+/// The backbone stage an explanation asks for (`requested`), or the last; an unknown name is an
+/// error listing the model's stages.
+pub fn explained_stage(model: &EmbeddingModel, requested: Option<&str>) -> Result<String, InspectError> {
+    let stage = match requested {
+        Some(name) => name.to_string(),
+        None => model
+            .backbone
+            .stage_names()
+            .last()
+            .copied()
+            .unwrap_or_default()
+            .to_string(),
+    };
+    model.backbone.stage_index(&stage).map_err(TrainError::from)?;
+    Ok(stage)
 }
 
 /// How the similarity-attention weights `α` are computed at `stage`: in closed form where the

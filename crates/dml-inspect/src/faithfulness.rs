@@ -13,11 +13,11 @@ use dml_explain::faithfulness::{
     localisation, random_deletion_curve,
 };
 use dml_explain::{AlphaMethod, SimilarityAttention, TupleKind, similarity_attention, upsample_bilinear};
-use dml_train::{Progress, RunRef, TrainError, data};
+use dml_train::{Progress, RunRef, data};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::attention::similarity_method;
+use crate::attention::{explained_stage, similarity_method};
 use crate::error::InspectError;
 use crate::io::{load_images, values, write_json};
 
@@ -120,12 +120,7 @@ pub fn faithfulness(req: &FaithfulnessRequest, progress: &dyn Progress) -> Resul
     if let Some(d) = &req.dataset {
         run.config.data.dataset = d.clone();
     }
-    let stages = run.model.backbone.stage_names();
-    let stage = req
-        .stage
-        .clone()
-        .unwrap_or_else(|| stages[stages.len() - 1].to_string());
-    run.model.backbone.stage_index(&stage).map_err(TrainError::from)?;
+    let stage = explained_stage(&run.model, req.stage.as_deref())?;
     let manifest = data::load_manifest(&run.config.data, progress)?;
     let transform = data::eval_transform(&run.config.data);
     let pipeline = Pipeline::new(transform.clone())?;
