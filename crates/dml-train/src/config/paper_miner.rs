@@ -3,7 +3,7 @@
 //!
 //! Choosing a loss (`--loss`, `--set loss.name=…`, a `[loss]` section with another name) also
 //! chooses this miner, unless the same command line or file names a miner itself (`--miner`,
-//! `--set miner=…`, a `[miner]` section). One table, so that the README, `--help` and the code
+//! `--set miner=…`, a `[miner]` section). One table, so that `docs/training.md`, `--help` and the code
 //! cannot disagree.
 
 use dml_losses::{MinerConfig, MultiSimilarityMinerConfig, TripletMarginMinerConfig, TripletType};
