@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 
 use dml_testkit::readme::{
-    Mapping, Report, SKIP_CARGO_BENCH, Skip, Substitution, pages_with_sh_blocks, run_page, sh_blocks,
+    Mapping, Report, SKIP_CARGO_BENCH, Skip, Substitution, assert_pages_tested, pages_with_sh_blocks, run_page,
+    sh_blocks,
 };
 
 const SKIP_TRAIN: Skip = Skip {
@@ -67,30 +68,28 @@ fn spec(page: &str) -> Spec {
     }
 }
 
-/// One test per page (named first), and the list of the pages that have one.
-macro_rules! page_tests {
-    ($($test:ident: $page:literal => $check:ident),* $(,)?) => {
-        /// Every page this file runs, each by the test of the same entry.
-        const PAGES: &[&str] = &[$($page),*];
-        $(
-            #[test]
-            fn $test() {
-                let dir = scratch_dir($page);
-                let report = run(&dir, $page);
-                $check(&dir, &report);
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-        )*
-    };
-}
-
-page_tests! {
+dml_testkit::page_tests! {
+    run;
     training: "docs/training.md" => check_training,
     datasets: "docs/datasets.md" => check_datasets,
     benchmarks: "docs/benchmarks.md" => check_benchmarks,
 }
 
-fn run(dir: &std::path::Path, page: &str) -> Report {
+/// A page's run: what ran, and its scratch directory (removed when the run is dropped).
+struct Run {
+    report: Report,
+    dir: PathBuf,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `page`'s `cargo xtask` lines in a fresh scratch directory.
+fn run(page: &str) -> Run {
+    let dir = scratch_dir(page);
     let mapping = Mapping {
         prefix: vec!["xtask".into()],
         binary: env!("CARGO_BIN_EXE_xtask").into(),
@@ -99,7 +98,8 @@ fn run(dir: &std::path::Path, page: &str) -> Report {
     };
     let spec = spec(page);
     let path = dml_testkit::workspace_root().join(page);
-    run_page(&path, dir, &[mapping], spec.skips, spec.substitutions)
+    let report = run_page(&path, &dir, &[mapping], spec.skips, spec.substitutions);
+    Run { report, dir }
 }
 
 #[test]
@@ -112,17 +112,11 @@ fn every_page_with_xtask_lines_has_a_test() {
             sh_blocks(&text).iter().any(|block| block.contains("cargo xtask"))
         })
         .collect();
-    let mut listed: Vec<&str> = PAGES.to_vec();
-    listed.sort_unstable();
-    assert_eq!(
-        with_xtask, listed,
-        "the pages with `cargo xtask` in their ```sh blocks (left) and the pages this file tests \
-         (right) differ: give a new page an entry in page_tests! and spec()"
-    );
+    assert_pages_tested(PAGES, &with_xtask, "`cargo xtask` in their ```sh blocks");
 }
 
 /// The only xtask line of the page downloads weights, and is skipped for that reason.
-fn check_training(_dir: &std::path::Path, report: &Report) {
+fn check_training(Run { report, .. }: &Run) {
     assert!(report.ran.is_empty(), "{:?}", lines(report));
     assert!(
         report
@@ -134,7 +128,7 @@ fn check_training(_dir: &std::path::Path, report: &Report) {
     );
 }
 
-fn check_datasets(dir: &std::path::Path, report: &Report) {
+fn check_datasets(Run { report, dir }: &Run) {
     let lines = lines(report);
     assert!(lines.iter().any(|l| l.starts_with("cargo xtask synth")), "{lines:?}");
     assert!(lines.iter().any(|l| l.starts_with("cargo xtask check")), "{lines:?}");
@@ -142,7 +136,7 @@ fn check_datasets(dir: &std::path::Path, report: &Report) {
 }
 
 /// `cargo xtask bench --list` runs and names the benches; the timing forms are skipped.
-fn check_benchmarks(_dir: &std::path::Path, report: &Report) {
+fn check_benchmarks(Run { report, .. }: &Run) {
     let list = report
         .runs_with("cargo xtask bench --list")
         .next()

@@ -128,6 +128,37 @@ fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
+/// One `#[test]` per page, named first, and `const PAGES`, the pages the file tests:
+/// `page_tests! { run; readme: "README.md" => check_readme, … }` makes `fn readme()`, which calls
+/// `check_readme(&run("README.md"))`. [`assert_pages_tested`] compares `PAGES` with the files.
+#[macro_export]
+macro_rules! page_tests {
+    ($run:path; $($test:ident: $page:literal => $check:path),* $(,)?) => {
+        /// Every page this file runs, each by the test of the same entry.
+        const PAGES: &[&str] = &[$($page),*];
+        $(
+            #[test]
+            fn $test() {
+                let ran = $run($page);
+                $check(&ran);
+            }
+        )*
+    };
+}
+
+/// Asserts that the pages a test file runs (`tested`, its `PAGES`) are exactly the pages of
+/// `on_disk` (sorted, as [`pages_with_sh_blocks`] lists them), which `what` describes; the message
+/// says how to add a page.
+pub fn assert_pages_tested(tested: &[&str], on_disk: &[String], what: &str) {
+    let mut listed: Vec<&str> = tested.to_vec();
+    listed.sort_unstable();
+    assert_eq!(
+        on_disk, listed,
+        "the pages with {what} (left) and the pages this file tests (right) differ: give a new page an \
+         entry in page_tests! and spec()"
+    );
+}
+
 /// The Markdown pages whose commands the tests run, as paths relative to `root` with `/`:
 /// `README.md` and every `docs/*.md`, each only if it has a ```` ```sh ```` block, sorted.
 pub fn pages_with_sh_blocks(root: &Path) -> Vec<String> {

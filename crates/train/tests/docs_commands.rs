@@ -11,7 +11,8 @@
 use std::path::PathBuf;
 
 use dml_testkit::readme::{
-    Mapping, Report, SKIP_CARGO_BENCH, SKIP_CARGO_TEST, Skip, Substitution, pages_with_sh_blocks, run_page,
+    Mapping, Report, SKIP_CARGO_BENCH, SKIP_CARGO_TEST, Skip, Substitution, assert_pages_tested, pages_with_sh_blocks,
+    run_page,
 };
 
 /// Appended to every training and `config` command: one epoch of one batch on a small synthetic
@@ -118,22 +119,8 @@ fn spec(page: &str) -> Spec {
     }
 }
 
-/// One test per page (named first), and the list of the pages that have one.
-macro_rules! page_tests {
-    ($($test:ident: $page:literal => $check:ident),* $(,)?) => {
-        /// Every page this file runs, each by the test of the same entry.
-        const PAGES: &[&str] = &[$($page),*];
-        $(
-            #[test]
-            fn $test() {
-                let run = run($page);
-                $check(&run);
-            }
-        )*
-    };
-}
-
-page_tests! {
+dml_testkit::page_tests! {
+    run;
     readme: "README.md" => check_readme,
     training: "docs/training.md" => check_training,
     explaining: "docs/explaining.md" => check_explaining,
@@ -186,14 +173,8 @@ fn run(page: &str) -> Run {
 
 #[test]
 fn every_page_with_sh_blocks_has_a_test() {
-    let mut listed: Vec<&str> = PAGES.to_vec();
-    listed.sort_unstable();
     let on_disk = pages_with_sh_blocks(&dml_testkit::workspace_root());
-    assert_eq!(
-        on_disk, listed,
-        "the pages with ```sh blocks (left) and the pages this file tests (right) differ: give a new \
-         page an entry in page_tests! and spec()"
-    );
+    assert_pages_tested(PAGES, &on_disk, "```sh blocks");
 }
 
 /// The README's one training command says which loss and miner it trains with, and how long it
