@@ -41,12 +41,20 @@ fn attention_and_faithfulness_of_a_trained_run() {
     let out = runs.path().join("explained");
     let images = synth_images(3);
 
+    attention_writes_overlays_and_the_models_scores(&run, &out, &images);
+    faithfulness_reports_finite_metrics_for_every_image(&run, &runs.path().join("faith"));
+    bad_input_names_what_is_wrong(&run, runs.path(), &out);
+}
+
+/// `explain attention` of a triplet writes the overlays and a JSON whose scores are the model's;
+/// an inner stage and a different-class pair run too.
+fn attention_writes_overlays_and_the_models_scores(run: &Path, out: &Path, images: &[PathBuf]) {
     let ok = explain(&[
         "attention",
         "--run",
-        s(&run),
+        s(run),
         "--out",
-        s(&out),
+        s(out),
         s(&images[0]),
         s(&images[1]),
         s(&images[2]),
@@ -96,26 +104,28 @@ fn attention_and_faithfulness_of_a_trained_run() {
     let pair = explain(&[
         "attention",
         "--run",
-        s(&run),
+        s(run),
         "--stage",
         "stage3",
         "--different",
         "--out",
-        s(&out),
+        s(out),
         s(&images[0]),
         s(&images[2]),
     ]);
     assert!(pair.status.success(), "{}", stderr(&pair));
+}
 
-    let faith_out = runs.path().join("faith");
+/// `explain faithfulness` of three triplets reports finite metrics for all nine images.
+fn faithfulness_reports_finite_metrics_for_every_image(run: &Path, faith_out: &Path) {
     let faith = explain(&[
         "faithfulness",
         "--run",
-        s(&run),
+        s(run),
         "--triplets",
         "3",
         "--out",
-        s(&faith_out),
+        s(faith_out),
     ]);
     assert!(faith.status.success(), "{}", stderr(&faith));
     let report: serde_json::Value =
@@ -132,35 +142,39 @@ fn attention_and_faithfulness_of_a_trained_run() {
         let iou = record["iou"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&iou));
     }
+}
 
+/// A missing image, a wrong count, an unknown stage and a checkpoint of another architecture are
+/// each one error naming it.
+fn bad_input_names_what_is_wrong(run: &Path, runs: &Path, out: &Path) {
     // Bad input names what is wrong.
-    let missing = runs.path().join("nope.png");
+    let missing = runs.join("nope.png");
     for (args, wanted) in [
         (
             vec![
                 "attention",
                 "--run",
-                s(&run),
+                s(run),
                 "--out",
-                s(&out),
+                s(out),
                 s(&images_path(0)),
                 s(&missing),
             ],
             "nope.png",
         ),
         (
-            vec!["attention", "--run", s(&run), "--out", s(&out), s(&images_path(0))],
+            vec!["attention", "--run", s(run), "--out", s(out), s(&images_path(0))],
             "1 images given",
         ),
         (
             vec![
                 "attention",
                 "--run",
-                s(&run),
+                s(run),
                 "--stage",
                 "layer3",
                 "--out",
-                s(&out),
+                s(out),
                 s(&images_path(0)),
                 s(&images_path(1)),
             ],
@@ -173,7 +187,7 @@ fn attention_and_faithfulness_of_a_trained_run() {
     }
     // A checkpoint of a ResNet run given to the small CNN's run.
     let other = common::tiny_config(
-        runs.path(),
+        runs,
         "resnet",
         &[
             "train.epochs=1",
@@ -186,11 +200,11 @@ fn attention_and_faithfulness_of_a_trained_run() {
     let o = explain(&[
         "attention",
         "--run",
-        s(&run),
+        s(run),
         "--checkpoint",
         s(&foreign),
         "--out",
-        s(&out),
+        s(out),
         s(&images_path(0)),
         s(&images_path(1)),
     ]);
