@@ -11,8 +11,8 @@ use dml_train::config::DataConfig;
 use crate::error::InspectError;
 use crate::io::write_json;
 
+use super::report::{AnalyzeReport, NrRow, PairRow};
 use super::saliency::Saliency;
-use super::{AnalyzeReport, NrRow, PairRow};
 
 /// Writes `text` to `path` atomically.
 fn write_text(path: &Path, text: &str) -> Result<(), InspectError> {

@@ -11,7 +11,7 @@ use dml_train::{Progress, RunModel, retrieval};
 
 use crate::error::InspectError;
 
-use super::{GroupTest, NrRow};
+use super::report::{GroupTest, NrRow};
 
 /// The properties compared: the class (the positive reference: the synthetic set's shape), then
 /// every property column (an invisible one such as the synthetic set's `control` is the negative

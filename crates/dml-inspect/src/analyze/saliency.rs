@@ -12,7 +12,7 @@ use dml_train::{Progress, RunModel, TrainError};
 
 use crate::error::InspectError;
 
-use super::{AnalyzeRequest, PairRow};
+use super::report::{AnalyzeRequest, PairRow};
 
 /// Every model's saliency maps and their comparison.
 pub(super) struct Saliency {

@@ -101,7 +101,7 @@ impl TrainConfig {
         let base = read_table(saved)?;
         let given = Self::from_table(overlay(base.clone(), file, shortcuts, sets)?, file)?;
         let saved_config = Self::from_table(base, Some(saved))?;
-        let changed = changed_keys(&saved_config, &given, RESUME_MAY_CHANGE)?;
+        let changed = changed_keys(&saved_config.to_table()?, &given.to_table()?, RESUME_MAY_CHANGE);
         if !changed.is_empty() {
             return Err(TrainError::Config(format!(
                 "--resume continues the run as {} configured it; these settings differ (only {} may change on resume):\n{}",
@@ -167,6 +167,11 @@ impl TrainConfig {
     /// The resolved configuration as TOML text.
     pub fn to_toml(&self) -> Result<String, TrainError> {
         toml::to_string_pretty(self).map_err(|e| TrainError::Config(format!("cannot serialise the configuration: {e}")))
+    }
+
+    /// The resolved configuration as a TOML table (what [`changed_keys`] compares).
+    pub fn to_table(&self) -> Result<toml::Table, TrainError> {
+        parse_table(&self.to_toml()?, "configuration")
     }
 
     /// The run directory `run_dir/name`.

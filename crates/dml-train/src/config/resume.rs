@@ -2,11 +2,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::error::TrainError;
-
-use super::TrainConfig;
-use super::overlay::parse_table;
-
 /// The keys a resumed run may change: more epochs, the decoding threads (which do not change
 /// what is computed) and the run's location.
 pub const RESUME_MAY_CHANGE: &[&str] = &["train.epochs", "data.threads", "name", "run_dir"];
@@ -28,16 +23,16 @@ fn flatten(table: &toml::Table, prefix: &str, out: &mut BTreeMap<String, String>
     }
 }
 
-/// The keys on which `given` differs from `saved`, except `allowed`, each as
-/// `key: saved → given` with the keys padded to one width (a key only one side has shows
-/// `(unset)` on the other).
-pub fn changed_keys(saved: &TrainConfig, given: &TrainConfig, allowed: &[&str]) -> Result<Vec<String>, TrainError> {
-    let leaves = |c: &TrainConfig| -> Result<BTreeMap<String, String>, TrainError> {
+/// The keys on which the configuration table `given` differs from `saved` (both as
+/// `TrainConfig::to_table` writes them), except `allowed`, each as `key: saved → given` with the
+/// keys padded to one width (a key only one side has shows `(unset)` on the other).
+pub fn changed_keys(saved: &toml::Table, given: &toml::Table, allowed: &[&str]) -> Vec<String> {
+    let leaves = |t: &toml::Table| {
         let mut out = BTreeMap::new();
-        flatten(&parse_table(&c.to_toml()?, "configuration")?, "", &mut out);
-        Ok(out)
+        flatten(t, "", &mut out);
+        out
     };
-    let (a, b) = (leaves(saved)?, leaves(given)?);
+    let (a, b) = (leaves(saved), leaves(given));
     let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     let unset = "(unset)".to_string();
     let changed: Vec<(&String, &String, &String)> = keys
@@ -47,8 +42,8 @@ pub fn changed_keys(saved: &TrainConfig, given: &TrainConfig, allowed: &[&str]) 
         .filter(|(_, x, y)| x != y)
         .collect();
     let width = changed.iter().map(|(k, _, _)| k.chars().count()).max().unwrap_or(0);
-    Ok(changed
+    changed
         .into_iter()
         .map(|(k, x, y)| format!("  {k:<width$}: {x} → {y}"))
-        .collect())
+        .collect()
 }

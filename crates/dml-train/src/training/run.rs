@@ -20,7 +20,7 @@ use crate::progress::{Event, Progress};
 use crate::retrieval;
 
 use super::learner::Learner;
-use super::{RunOptions, RunSummary};
+use super::summary::{RunOptions, RunSummary};
 
 /// Trains (or resumes) the run of `config`, reporting its evaluations, epochs and notes through
 /// `progress`.
@@ -389,7 +389,7 @@ fn selected(m: &Metrics, by: SelectBy) -> f64 {
 fn check_same_config(run: &Path, config: &TrainConfig) -> Result<(), TrainError> {
     let path = run.join("config.toml");
     let saved = TrainConfig::read(&path)?;
-    let changed = changed_keys(&saved, config, RESUME_MAY_CHANGE)?;
+    let changed = changed_keys(&saved.to_table()?, &config.to_table()?, RESUME_MAY_CHANGE);
     if !changed.is_empty() {
         return Err(TrainError::Config(format!(
             "--resume: the configuration differs from the run's {}:\n{}",
