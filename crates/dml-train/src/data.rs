@@ -242,13 +242,13 @@ impl RunData {
             ))
         })?;
         let (dense, num_classes) = dense_labels(train.labels());
-        let eval_transform = eval_transform(&config.data);
+        let transform = eval_transform(&config.data);
         let split: Split = config
             .eval
             .split
             .parse()
             .map_err(|e| TrainError::Config(format!("eval.split: {e}")))?;
-        let report = EvalData::of_split(&manifest, split, &eval_transform)?.ok_or_else(|| {
+        let report = EvalData::of_split(&manifest, split, &transform)?.ok_or_else(|| {
             TrainError::Config(format!(
                 "eval.split = {:?}: the dataset {} has no images in that split",
                 config.eval.split, config.data.dataset
@@ -257,7 +257,7 @@ impl RunData {
         let val = if split == Split::Val {
             None
         } else {
-            EvalData::of_split(&manifest, Split::Val, &eval_transform)?
+            EvalData::of_split(&manifest, Split::Val, &transform)?
         };
         Ok(Self {
             train,

@@ -32,7 +32,7 @@ pub fn train(config: &TrainConfig, options: &RunOptions, progress: &dyn Progress
     // split cannot fill fails at once, naming the keys to change.
     let sampler = sampler(config, &data)?;
     let learner = Learner::new(config, data.num_classes, &train_device, progress)?;
-    let mut run = Run {
+    let run = Run {
         config,
         dir: config.run_path(),
         data,
@@ -104,7 +104,7 @@ impl Run<'_> {
     /// that already holds a run is refused unless `resume`), a resumed one restores the learner
     /// and the state of the latest checkpoint after checking that the configuration is the one
     /// the run was started with. The configuration is then recorded ([`Run::record_config`]).
-    fn open(&mut self, learner: Learner, resume: bool) -> Result<(Learner, TrainState), TrainError> {
+    fn open(&self, learner: Learner, resume: bool) -> Result<(Learner, TrainState), TrainError> {
         let latest = checkpoint::pointed(&self.dir, "latest.json")?;
         let (learner, state) = match (&latest, resume) {
             (Some(_), false) => {
