@@ -14,6 +14,7 @@ pub mod bench;
 pub mod fetch_weights;
 pub mod prepare;
 pub mod synth;
+pub mod synth_figure;
 
 use std::path::PathBuf;
 
@@ -33,8 +34,9 @@ pub struct Cli {
 pub enum Command {
     /// Convert an official dataset archive into `<out>/manifest.csv` + `<out>/images/`.
     Prepare(PrepareArgs),
-    /// Render the synthetic property set (Kobs et al. Table 5 analogue): `<out>/manifest.csv`,
-    /// `<out>/images/` and each image's object mask under `<out>/masks/`.
+    /// Render the synthetic property set (Kobs et al. Table 5 analogue), or with `--parts` the
+    /// fine-grained parts set: `<out>/manifest.csv`, `<out>/images/` and each image's mask under
+    /// `<out>/masks/`; with `--parts --counterfactual INDEX` one image with a slot changed.
     Synth(synth::SynthArgs),
     /// Validate an existing `manifest.csv` (e.g. a dataset you assembled yourself).
     Check(CheckArgs),
@@ -132,13 +134,17 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(args) => bench::run(&args),
         Command::Synth(args) => {
-            let manifest = synth::run(&args)?;
-            println!(
-                "wrote {} ({} images, their object masks in {})",
-                manifest.root.join("manifest.csv").display(),
-                manifest.records.len(),
-                manifest.root.join(dml_datasets::synth::MASKS_DIR).display()
-            );
+            match synth::run(&args)? {
+                synth::Written::Set(manifest) => println!(
+                    "wrote {} ({} images, their {} masks in {})",
+                    manifest.root.join("manifest.csv").display(),
+                    manifest.records.len(),
+                    if args.parts { "part" } else { "object" },
+                    manifest.root.join(dml_datasets::synth::MASKS_DIR).display()
+                ),
+                synth::Written::Counterfactual(path, edit) => println!("wrote {} ({edit})", path.display()),
+                synth::Written::Figure(path) => println!("wrote {}", path.display()),
+            }
             Ok(())
         }
     }

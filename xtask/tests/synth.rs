@@ -48,8 +48,8 @@ fn defaults_parse_to_the_documented_values() {
     let defaults = xtask::Cli::try_parse_from(["xtask", "synth"]).expect("defaults parse");
     match defaults.command {
         xtask::Command::Synth(a) => {
-            assert_eq!(a.out, PathBuf::from("data/synth"));
-            assert_eq!((a.n, a.seed, a.size, a.force), (2000, 0, 64, false));
+            assert_eq!(a.out(), PathBuf::from("data/synth"));
+            assert_eq!((a.n, a.seed, a.size, a.force, a.parts), (None, 0, 64, false, false));
             assert_eq!(a.config(), SynthConfig::default());
         }
         other => panic!("parsed as {other:?}"),

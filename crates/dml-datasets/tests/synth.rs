@@ -13,7 +13,7 @@ use dml_datasets::DatasetError;
 use dml_datasets::synth::{
     CONTROL_LEVELS, PROPERTIES, SynthConfig, generate, mask_path, plan, read_mask, render, render_with_mask,
 };
-use dml_testkit::read_tree;
+use dml_testkit::{fnv1a, read_tree};
 
 /// The property columns and their level counts that the spec promises, in manifest order.
 const EXPECTED_PROPERTIES: [(&str, u32); 11] = [
@@ -514,16 +514,6 @@ fn invalid_arguments_fail_cleanly_without_leftovers() {
         "the error must name the directory it cannot create: {error}"
     );
     assert!(partial_dirs(tmp.path()).is_empty());
-}
-
-/// FNV-1a (64 bit) of `bytes`, continuing from `hash`: a fingerprint that any changed
-/// byte changes, and one that does not depend on the standard library's hasher.
-fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }
 
 /// The manifest at `path` as it was written before the `control` column existed: the

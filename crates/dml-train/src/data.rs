@@ -15,8 +15,8 @@ use crate::progress::Progress;
 /// prepared by whichever came first instead of writing it twice.
 static PREPARING: Mutex<()> = Mutex::new(());
 
-/// The manifest path a dataset setting refers to, preparing `synth` or `fashion-mnist`
-/// under `root` when it does not exist yet (through a staging directory, so an
+/// The manifest path a dataset setting refers to, preparing `synth`, `synth-parts` or
+/// `fashion-mnist` under `root` when it does not exist yet (through a staging directory, so an
 /// interrupted preparation leaves nothing half-written behind). Any other plain name is a set
 /// that `cargo xtask prepare <name>` wrote into `root/<name>`; anything else is the path of a
 /// manifest (or of its directory).
@@ -24,9 +24,9 @@ static PREPARING: Mutex<()> = Mutex::new(());
 /// A set generated or prepared here is announced through `progress` before the work starts.
 pub fn resolve_manifest(data: &DataConfig, progress: &dyn Progress) -> Result<PathBuf, TrainError> {
     let dir = match data.dataset.as_str() {
-        "synth" => data
+        "synth" | "synth-parts" => data
             .root
-            .join(format!("synth-n{}-s{}", data.synth_images, data.synth_size)),
+            .join(format!("{}-n{}-s{}", data.dataset, data.synth_images, data.synth_size)),
         "fashion-mnist" => data.root.join(dml_datasets::fashion_mnist::NAME),
         name if is_plain_name(name) => return prepared_manifest(&data.root, name),
         path => return existing_manifest(path),
@@ -38,16 +38,24 @@ pub fn resolve_manifest(data: &DataConfig, progress: &dyn Progress) -> Result<Pa
     if manifest.is_file() {
         return Ok(manifest);
     }
+    // Seed 0 always for the rendered sets: the directory name records only the count and the
+    // size, so every run that names them must find the same images there.
     let prepared = if data.dataset == "synth" {
         progress.note(&format!("generating the synthetic set in {} …", dir.display()));
-        // Seed 0 always: the directory name records only the count and the size, so every
-        // run that names them must find the same images there.
         let synth = dml_datasets::synth::SynthConfig {
             n: data.synth_images,
             seed: 0,
             size: data.synth_size,
         };
         dml_datasets::synth::generate(&synth, &dir, false)
+    } else if data.dataset == "synth-parts" {
+        progress.note(&format!("generating the synthetic parts set in {} …", dir.display()));
+        let parts = dml_datasets::synth::parts::PartsConfig {
+            n: data.synth_images,
+            seed: 0,
+            size: data.synth_size,
+        };
+        dml_datasets::synth::parts::generate(&parts, &dir, false)
     } else {
         let src = Path::new(dml_datasets::fashion_mnist::DEFAULT_SOURCE);
         progress.note(&format!(
@@ -61,8 +69,9 @@ pub fn resolve_manifest(data: &DataConfig, progress: &dyn Progress) -> Result<Pa
         Ok(_) => Ok(manifest),
         // Another process finished the same dataset first: theirs is as good as ours.
         Err(DatasetError::OutputExists { .. }) if manifest.is_file() => Ok(manifest),
-        Err(e) if data.dataset == "synth" => Err(TrainError::Dataset(format!(
-            "data.dataset = \"synth\": cannot generate it: {e}"
+        Err(e) if data.dataset.starts_with("synth") => Err(TrainError::Dataset(format!(
+            "data.dataset = {:?}: cannot generate it: {e}",
+            data.dataset
         ))),
         Err(e) => Err(TrainError::Dataset(format!(
             "data.dataset = \"fashion-mnist\": cannot prepare it ({e}); install the Debian package \
@@ -86,8 +95,8 @@ fn prepared_manifest(root: &Path, name: &str) -> Result<PathBuf, TrainError> {
     }
     Err(TrainError::Dataset(format!(
         "data.dataset = {name:?}: {} does not exist; prepare it with `cargo xtask prepare {name} --src …` \
-         (or set data.root to where it was prepared), or give \"synth\", \"fashion-mnist\" or the path of a \
-         manifest.csv",
+         (or set data.root to where it was prepared), or give \"synth\", \"synth-parts\", \"fashion-mnist\" or the path \
+         of a manifest.csv",
         manifest.display()
     )))
 }
@@ -102,8 +111,8 @@ fn existing_manifest(path: &str) -> Result<PathBuf, TrainError> {
     };
     if !manifest.is_file() {
         return Err(TrainError::Dataset(format!(
-            "data.dataset: {} does not exist; give \"synth\", \"fashion-mnist\" or the path of a \
-             manifest.csv (see `cargo xtask prepare --help`)",
+            "data.dataset: {} does not exist; give \"synth\", \"synth-parts\", \"fashion-mnist\" or the \
+             path of a manifest.csv (see `cargo xtask prepare --help`)",
             manifest.display()
         )));
     }

@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 
 use image::GrayImage;
 
+use super::parts::labels::{LABELS, object_view};
 use super::render::{MASK_BACKGROUND, MASK_OBJECT};
 use crate::error::{DatasetError, Result};
 
@@ -40,7 +41,8 @@ pub fn mask_path(dataset_root: &Path, image_rel_path: impl AsRef<Path>) -> PathB
 
 /// Reads the object mask at `path` (see [`mask_path`]): an 8-bit grayscale PNG holding
 /// only 0 (background) and 255 (object), as [`render_with_mask`](super::render_with_mask)
-/// defines them.
+/// defines them, or a part mask of the parts set, which is returned as its object view
+/// ([`object_view`]: body and attached parts 255, background and distractors 0).
 ///
 /// A missing file is a [`DatasetError::MissingMask`] whose message says to regenerate
 /// the set, since sets generated before masks existed have none; a file that is not a
@@ -48,6 +50,35 @@ pub fn mask_path(dataset_root: &Path, image_rel_path: impl AsRef<Path>) -> PathB
 /// [`DatasetError::Malformed`]. Every error names the file.
 pub fn read_mask(path: impl AsRef<Path>) -> Result<GrayImage> {
     let path = path.as_ref();
+    let mask = read_gray(path)?;
+    let binary = |v: u8| v == MASK_BACKGROUND || v == MASK_OBJECT;
+    if mask.pixels().all(|p| binary(p.0[0])) {
+        return Ok(mask);
+    }
+    // A part mask of the parts set: its object view is the object mask.
+    if mask.pixels().all(|p| LABELS.contains(&p.0[0])) {
+        return Ok(object_view(&mask));
+    }
+    // Neither: name the first pixel that no object mask holds, or, where every value is one
+    // of either kind, the first 255 of a mask that otherwise looks like a part mask.
+    let (x, y, value) = mask
+        .enumerate_pixels()
+        .find(|(_, _, p)| !binary(p.0[0]) && !LABELS.contains(&p.0[0]))
+        .or_else(|| mask.enumerate_pixels().find(|(_, _, p)| p.0[0] == MASK_OBJECT))
+        .map(|(x, y, p)| (x, y, p.0[0]))
+        .unwrap_or_default();
+    Err(DatasetError::Malformed {
+        path: path.to_path_buf(),
+        message: format!(
+            "pixel ({x}, {y}) has value {value}, but an object mask holds only {MASK_BACKGROUND} and {MASK_OBJECT}, \
+         and a part mask only {LABELS:?}"
+        ),
+    })
+}
+
+/// Reads the 8-bit grayscale PNG at `path`: a missing file is [`DatasetError::MissingMask`],
+/// anything else that is not an L8 PNG [`DatasetError::Malformed`], both naming the file.
+pub(crate) fn read_gray(path: &Path) -> Result<GrayImage> {
     let bytes = std::fs::read(path).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
             DatasetError::MissingMask {
@@ -69,15 +100,6 @@ pub fn read_mask(path: impl AsRef<Path>) -> Result<GrayImage> {
             "holds {colour:?} pixels, but an object mask is 8-bit grayscale (L8)"
         )));
     };
-    if let Some((x, y, value)) = mask
-        .enumerate_pixels()
-        .find(|(_, _, p)| p.0[0] != MASK_BACKGROUND && p.0[0] != MASK_OBJECT)
-    {
-        return Err(malformed(format!(
-            "pixel ({x}, {y}) has value {}, but an object mask holds only {MASK_BACKGROUND} and {MASK_OBJECT}",
-            value.0[0]
-        )));
-    }
     Ok(mask)
 }
 

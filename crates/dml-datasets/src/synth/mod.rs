@@ -32,20 +32,23 @@
 //! properties come from a ChaCha8 stream keyed by the seed and the image index, so the
 //! images can be rendered in parallel and still be byte-identical from run to run.
 
+mod files;
+mod keyed;
 mod masks;
+pub mod parts;
 mod render;
 mod scene;
 mod shapes;
+mod tracer;
 mod vec3;
 
 use std::path::Path;
 
 use dml_data::{Manifest, Record, Split};
-use image::ImageEncoder;
-use rand::SeedableRng;
 use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
-use rayon::prelude::*;
+
+use files::{image_path, write_rendered};
+use keyed::keyed_rng;
 
 pub use masks::{IMAGES_DIR, MASKS_DIR, mask_path, read_mask};
 pub use render::{MASK_BACKGROUND, MASK_OBJECT, render, render_with_mask};
@@ -136,16 +139,6 @@ const CLASS_STREAM: u64 = 1;
 const IMAGE_STREAM: u64 = 2;
 const CONTROL_STREAM: u64 = 3;
 
-/// A ChaCha8 generator keyed by the seed, a stream tag and an index. ChaCha is a
-/// pseudo-random function of its key, so distinct keys give independent streams.
-fn keyed_rng(seed: u64, stream: u64, index: u64) -> ChaCha8Rng {
-    let mut key = [0u8; 32];
-    key[..8].copy_from_slice(&seed.to_le_bytes());
-    key[8..16].copy_from_slice(&stream.to_le_bytes());
-    key[16..24].copy_from_slice(&index.to_le_bytes());
-    ChaCha8Rng::from_seed(key)
-}
-
 /// The parameters of every image of a dataset, in image order.
 ///
 /// The classes are balanced: a seeded shuffle of `0, 1, …, 9, 0, 1, …` assigns `n / 10`
@@ -170,23 +163,6 @@ pub fn plan(seed: u64, n: usize) -> Vec<SceneParams> {
         .collect()
 }
 
-/// The manifest-relative path of image `index`.
-fn image_path(index: usize) -> String {
-    format!("{IMAGES_DIR}/{index:06}.png")
-}
-
-/// Encodes `pixels` (`size`×`size` pixels of `colour`) as PNG and writes them to `path`.
-fn write_png(path: &Path, pixels: &[u8], size: u32, colour: image::ExtendedColorType) -> Result<()> {
-    let mut png = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(pixels, size, size, colour)
-        .map_err(|error| DatasetError::Image {
-            path: path.to_path_buf(),
-            error,
-        })?;
-    std::fs::write(path, png).map_err(|e| DatasetError::io("write", path, e))
-}
-
 /// Renders the set of `config` into `out` and returns its manifest. An existing `out` is
 /// replaced when `force` is true and refused otherwise.
 ///
@@ -198,28 +174,8 @@ fn write_png(path: &Path, pixels: &[u8], size: u32, colour: image::ExtendedColor
 pub fn generate(config: &SynthConfig, out: &Path, force: bool) -> Result<Manifest> {
     config.validate()?;
     let staging = Staging::new(out, force)?;
-    for dir in [IMAGES_DIR, MASKS_DIR] {
-        let dir = staging.dir().join(dir);
-        std::fs::create_dir_all(&dir).map_err(|e| DatasetError::io("create", &dir, e))?;
-    }
-
     let params = plan(config.seed, config.n);
-    params.par_iter().enumerate().try_for_each(|(i, p)| -> Result<()> {
-        let rel = image_path(i);
-        let (image, mask) = render_with_mask(p, config.size);
-        write_png(
-            &staging.dir().join(&rel),
-            image.as_raw(),
-            config.size,
-            image::ExtendedColorType::Rgb8,
-        )?;
-        write_png(
-            &mask_path(staging.dir(), &rel),
-            mask.as_raw(),
-            config.size,
-            image::ExtendedColorType::L8,
-        )
-    })?;
+    write_rendered(&staging, &params, |p| render_with_mask(p, config.size))?;
 
     let mut manifest = Manifest::new(staging.dir(), property_names());
     manifest.records = params

@@ -128,7 +128,7 @@ pub struct ColourLevels {
 
 impl ColourLevels {
     /// Draws each channel uniformly and independently.
-    fn sample(rng: &mut impl Rng) -> Self {
+    pub(crate) fn sample(rng: &mut impl Rng) -> Self {
         Self {
             hue: rng.random_range(0..HUES),
             saturation: rng.random_range(0..SATURATIONS),

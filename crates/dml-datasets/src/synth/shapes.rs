@@ -110,13 +110,13 @@ impl Shape {
 }
 
 /// Exact distance to a box with half extents `b` whose edges are rounded by `r`.
-fn round_box(p: Vec3, b: Vec3, r: f32) -> f32 {
+pub(crate) fn round_box(p: Vec3, b: Vec3, r: f32) -> f32 {
     let q = p.abs() - b;
     q.max(0.0).length() + q.x.max(q.y.max(q.z)).min(0.0) - r
 }
 
 /// Exact distance to an upright cylinder of radius `r` and half height `h`.
-fn cylinder(p: Vec3, r: f32, h: f32) -> f32 {
+pub(crate) fn cylinder(p: Vec3, r: f32, h: f32) -> f32 {
     let dx = p.x.hypot(p.z) - r;
     let dy = p.y.abs() - h;
     dx.max(dy).min(0.0) + dx.max(0.0).hypot(dy.max(0.0))
@@ -124,7 +124,7 @@ fn cylinder(p: Vec3, r: f32, h: f32) -> f32 {
 
 /// Exact distance to an upright truncated cone of half height `h`, bottom radius `r1`
 /// and top radius `r2` (after Inigo Quilez's `sdCappedCone`).
-fn capped_cone(p: Vec3, h: f32, r1: f32, r2: f32) -> f32 {
+pub(crate) fn capped_cone(p: Vec3, h: f32, r1: f32, r2: f32) -> f32 {
     let q = (p.x.hypot(p.z), p.y);
     let k1 = (r2, h);
     let k2 = (r2 - r1, 2.0 * h);
@@ -191,7 +191,7 @@ fn pyramid(p: Vec3, h: f32) -> f32 {
 
 /// A distance bound for an ellipsoid with semi-axes `r`; exact on the surface and good
 /// enough for sphere tracing elsewhere.
-fn ellipsoid(p: Vec3, r: Vec3) -> f32 {
+pub(crate) fn ellipsoid(p: Vec3, r: Vec3) -> f32 {
     let k0 = v3(p.x / r.x, p.y / r.y, p.z / r.z).length();
     let k1 = v3(p.x / (r.x * r.x), p.y / (r.y * r.y), p.z / (r.z * r.z)).length();
     if k1 <= f32::EPSILON {

@@ -110,6 +110,14 @@ impl Mat3 {
         }
     }
 
+    /// Rotation by `angle` radians about the x axis.
+    pub fn rotation_x(angle: f32) -> Mat3 {
+        let (s, c) = angle.sin_cos();
+        Mat3 {
+            rows: [v3(1.0, 0.0, 0.0), v3(0.0, c, -s), v3(0.0, s, c)],
+        }
+    }
+
     /// Rotation by `angle` radians about the z axis.
     pub fn rotation_z(angle: f32) -> Mat3 {
         let (s, c) = angle.sin_cos();

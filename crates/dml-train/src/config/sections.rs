@@ -9,7 +9,8 @@ dml_config::config! {
     /// Dataset and input pipeline.
     #[derive(Debug, Clone)]
     pub struct DataConfig {
-        /// `synth`, `fashion-mnist` or the path of a `manifest.csv`.
+        /// `synth`, `synth-parts`, `fashion-mnist`, a set prepared under `root`, or the path of a
+        /// `manifest.csv`.
         pub dataset: String = "synth".into(),
         /// Directory of the named datasets.
         pub root: PathBuf = "data".into(),

@@ -23,7 +23,7 @@ pub struct ConfigArgs {
     /// cuda[:N] (a build with --features cuda).
     #[arg(long)]
     pub device: Option<String>,
-    /// synth | fashion-mnist | the name of a set prepared under data.root (e.g. cub200 after
+    /// synth | synth-parts | fashion-mnist | the name of a set prepared under data.root (e.g. cub200 after
     /// `cargo xtask prepare cub200`) | path/to/manifest.csv.
     #[arg(long)]
     pub dataset: Option<String>,
