@@ -54,6 +54,11 @@ fn spec(page: &str) -> Spec {
                     why: "a smaller synthetic set",
                 },
                 Substitution {
+                    from: "synth --parts ",
+                    to: "synth --parts --n 256 --size 48 ",
+                    why: "a smaller parts set",
+                },
+                Substitution {
                     from: "data/mine/manifest.csv",
                     to: "data/synth/manifest.csv",
                     why: "the manifest \"you assembled yourself\" is the user's; the synthetic set of the line above stands in",
@@ -64,6 +69,14 @@ fn spec(page: &str) -> Spec {
             skips: &[SKIP_CARGO_BENCH],
             substitutions: &[],
         },
+        "docs/synth-parts.md" => Spec {
+            skips: &[SKIP_TRAIN],
+            substitutions: &[Substitution {
+                from: "synth --parts ",
+                to: "synth --parts --n 256 --size 48 ",
+                why: "a smaller parts set",
+            }],
+        },
         other => panic!("{other} has no entry in spec()"),
     }
 }
@@ -73,6 +86,7 @@ dml_testkit::page_tests! {
     training: "docs/training.md" => check_training,
     datasets: "docs/datasets.md" => check_datasets,
     benchmarks: "docs/benchmarks.md" => check_benchmarks,
+    synth_parts: "docs/synth-parts.md" => check_synth_parts,
 }
 
 /// A page's run: what ran, and its scratch directory (removed when the run is dropped).
@@ -133,6 +147,16 @@ fn check_datasets(Run { report, dir }: &Run) {
     assert!(lines.iter().any(|l| l.starts_with("cargo xtask synth")), "{lines:?}");
     assert!(lines.iter().any(|l| l.starts_with("cargo xtask check")), "{lines:?}");
     assert!(dir.join("data/synth/manifest.csv").is_file());
+    assert!(dir.join("data/synth-parts/manifest.csv").is_file());
+}
+
+/// The set, two counterfactual renders and the figure are written.
+fn check_synth_parts(Run { report, dir }: &Run) {
+    assert_eq!(report.ran.len(), 4, "{:?}", lines(report));
+    assert!(dir.join("data/synth-parts/manifest.csv").is_file());
+    for file in ["out/17-no-crest.png", "out/17-ring-tail.png", "out/synth_parts.png"] {
+        image::open(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
 }
 
 /// `cargo xtask bench --list` runs and names the benches; the timing forms are skipped.

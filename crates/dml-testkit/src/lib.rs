@@ -363,6 +363,20 @@ pub fn mini_fashion_mnist(src: &Path, n: u32) {
     }
 }
 
+/// FNV-1a (64 bit) of `bytes`, continuing from `hash` (start from [`FNV_OFFSET`]): a
+/// fingerprint that any changed byte changes, and one that does not depend on the standard
+/// library's hasher, so pinned output stays pinned across Rust versions.
+pub fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The FNV-1a offset basis, where a fingerprint starts.
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,17 +422,3 @@ mod tests {
         assert!(scalar.shape.is_empty() && scalar.data == vec![2.5]);
     }
 }
-
-/// FNV-1a (64 bit) of `bytes`, continuing from `hash` (start from [`FNV_OFFSET`]): a
-/// fingerprint that any changed byte changes, and one that does not depend on the standard
-/// library's hasher, so pinned output stays pinned across Rust versions.
-pub fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
-
-/// The FNV-1a offset basis, where a fingerprint starts.
-pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

@@ -54,10 +54,29 @@ const SMALL_SET: Substitution = Substitution {
     why: "the small synthetic set of SMALL",
 };
 
-/// What a page's test skips and changes before its blocks run.
+/// Appended instead of [`SMALL`] on the parts set's page: the parts set needs 256 images (two
+/// per class) of at least 48² (so the parts stay visible).
+const SMALL_PARTS: &[&str] = &[
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "train.samples_per_epoch=40",
+    "--set",
+    "data.synth_images=256",
+    "--set",
+    "data.synth_size=48",
+    "--set",
+    "data.image_size=24",
+    "--set",
+    "eval.batch_size=100",
+];
+
+/// What a page's test skips and changes before its blocks run, and what it appends to every
+/// training command.
 struct Spec {
     skips: &'static [Skip],
     substitutions: &'static [Substitution],
+    small: &'static [&'static str],
 }
 
 /// The skip rules and substitutions of each page: each must match something in its page.
@@ -66,6 +85,7 @@ fn spec(page: &str) -> Spec {
         "README.md" => Spec {
             skips: &[SKIP_CARGO_TEST],
             substitutions: &[],
+            small: SMALL,
         },
         "docs/training.md" => Spec {
             skips: &[SKIP_PRETRAINED, SKIP_XTASK, SKIP_CARGO_BENCH],
@@ -83,6 +103,7 @@ fn spec(page: &str) -> Spec {
                     why: "the AVSL loop above runs on the synthetic set only",
                 },
             ],
+            small: SMALL,
         },
         "docs/explaining.md" => Spec {
             skips: &[],
@@ -94,6 +115,7 @@ fn spec(page: &str) -> Spec {
                     why: "fewer triplets",
                 },
             ],
+            small: SMALL,
         },
         "docs/analysis.md" => Spec {
             skips: &[],
@@ -106,14 +128,29 @@ fn spec(page: &str) -> Spec {
         "docs/datasets.md" => Spec {
             skips: &[SKIP_XTASK],
             substitutions: &[],
+            small: SMALL,
         },
         "docs/benchmarks.md" => Spec {
             skips: &[SKIP_XTASK, SKIP_CARGO_BENCH],
             substitutions: &[],
+            small: SMALL,
         },
         "docs/testing.md" => Spec {
             skips: &[SKIP_CARGO_TEST],
             substitutions: &[],
+            small: SMALL,
+        },
+        "docs/synth-parts.md" => Spec {
+            skips: &[SKIP_XTASK],
+            substitutions: &[
+                ONE_SEED,
+                Substitution {
+                    from: "--images 200",
+                    to: "--images 4 --samples 2",
+                    why: "fewer images and SmoothGrad samples",
+                },
+            ],
+            small: SMALL_PARTS,
         },
         other => panic!("{other} has no entry in spec()"),
     }
@@ -128,6 +165,7 @@ dml_testkit::page_tests! {
     datasets: "docs/datasets.md" => check_nothing_ran,
     benchmarks: "docs/benchmarks.md" => check_nothing_ran,
     testing: "docs/testing.md" => check_nothing_ran,
+    synth_parts: "docs/synth-parts.md" => check_synth_parts,
 }
 
 /// A page's run: what ran, and the scratch directory it ran in (kept until the checks end).
@@ -155,13 +193,13 @@ fn run(page: &str) -> Run {
     std::os::unix::fs::symlink(&data, dir.path().join("data")).unwrap();
     // The `--config my.toml` example of docs/training.md reads a file of the user's.
     std::fs::write(dir.path().join("my.toml"), "[optimizer]\nlr_head = 2e-3\n").unwrap();
+    let spec = spec(page);
     let mapping = Mapping {
         prefix: ["run", "--release", "-p", "train"].map(String::from).to_vec(),
         binary: env!("CARGO_BIN_EXE_train").into(),
-        extra: SMALL.iter().map(|s| s.to_string()).collect(),
+        extra: spec.small.iter().map(|s| s.to_string()).collect(),
         no_extra_for: ["eval", "explain", "analyze", "config"].map(String::from).to_vec(),
     };
-    let spec = spec(page);
     let path = dml_testkit::workspace_root().join(page);
     let report = run_page(&path, dir.path(), &[mapping], spec.skips, spec.substitutions);
     // A CPU run never probes for a GPU: no Vulkan loader noise, on resume or otherwise.

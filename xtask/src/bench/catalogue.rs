@@ -123,6 +123,15 @@ pub const ENTRIES: &[Entry] = &[
         what: "JPEG decoding + training augmentation at 224², 1 and 2 threads (torchvision DataLoader)",
     },
     Entry {
+        name: "render",
+        target: "render",
+        args: &[],
+        takes_device: false,
+        peer: None,
+        default: true,
+        what: "rendering the synthetic shapes and parts sets (image and mask) at 64² and 128², all cores",
+    },
+    Entry {
         name: "saliency",
         target: "saliency",
         args: &[],

@@ -30,7 +30,7 @@ pub const TRAIN_CLASSES: usize = CLASSES / 2;
 pub type Combination = [PartType; 4];
 
 /// Key of the class table's random stream: a constant, so the table is the same for every seed.
-const TABLE_KEY: u64 = 0x5041_5254_53; // "PARTS"
+const TABLE_KEY: u64 = 0x0050_4152_5453; // "PARTS" in ASCII
 
 /// The combination of every class, indexed by class id.
 ///
