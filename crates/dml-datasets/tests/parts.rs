@@ -49,7 +49,7 @@ fn a_small_set_is_deterministic_and_renders_as_pinned() {
         hash = fnv1a(hash, mask.as_raw());
     }
     assert_eq!(
-        hash, 0x6339_7adf_546b_112e,
+        hash, 0xd805_e74a_1a79_6fe2,
         "the parts set of seed 0 changed (fingerprint {hash:#018x}); sets generated before no longer match"
     );
 }
@@ -153,8 +153,9 @@ fn read_part_mask_refuses_an_object_mask() {
 }
 
 /// A counterfactual changes the slot it names and nothing else: the removed slot's label is
-/// gone from the mask, every other label keeps its pixels except where the removed part hid
-/// them, and pixels far from the part are byte-identical. Removing an empty slot changes nothing.
+/// gone from the mask, every other pixel keeps its label, every pixel away from the part is at
+/// least as bright as before (the part could only cast shadow there), and few pixels far from it
+/// change at all. Swapping a slot to its own type is the original image.
 #[test]
 fn counterfactuals_change_one_slot_and_nothing_else() {
     let cfg = config(256, 7, 64);
@@ -182,17 +183,28 @@ fn counterfactuals_change_one_slot_and_nothing_else() {
             if before.0[0] != label {
                 assert_eq!(after, before.0[0], "{slot}: pixel ({x}, {y}) changed label");
             }
-            let near = near_label(&labels, x, y, label, 6);
-            if !near && image.get_pixel(x, y) != edited.get_pixel(x, y) {
+            let (old, new) = (image.get_pixel(x, y), edited.get_pixel(x, y));
+            // Within two pixels of the part a pixel may lose the anti-aliasing of a boundary it
+            // no longer has (its neighbour's label changed); elsewhere the part can only have
+            // taken light away (its shadow and occlusion): without it every other pixel is at
+            // least as bright.
+            if near_label(&labels, x, y, label, 2) || old == new {
+                continue;
+            }
+            let brightness = |p: &image::Rgb<u8>| p.0.iter().map(|&c| i32::from(c)).sum::<i32>();
+            assert!(
+                brightness(new) >= brightness(old) - 3,
+                "{slot}: pixel ({x}, {y}) got darker without the part: {old:?} → {new:?}"
+            );
+            if !near_label(&labels, x, y, label, 6) {
                 changed_far += 1;
                 changed_far_on_object += usize::from(before.0[0] != LABEL_BACKGROUND);
             }
         }
-        // The part's shadow on the ground moves with the light and may fall far from it; on
-        // the object, only the part's own shadow and occlusion may reach beyond it.
-        eprintln!("{slot}: {changed_far} far, {changed_far_on_object} on the object");
+        // The part's shadow on the ground may fall far from it; on the object, only its own
+        // shadow and occlusion may reach beyond it, and they reach little.
         assert!(
-            changed_far < 200,
+            changed_far < 400,
             "{slot}: {changed_far} pixels changed far from the part"
         );
         assert!(

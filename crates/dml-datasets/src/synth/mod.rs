@@ -33,6 +33,7 @@
 //! images can be rendered in parallel and still be byte-identical from run to run.
 
 mod files;
+mod gray;
 mod keyed;
 mod masks;
 pub mod parts;

@@ -18,8 +18,8 @@
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use super::super::keyed::keyed_rng;
 use super::vocabulary::{PartType, Slot};
+use crate::synth::keyed::keyed_rng;
 
 /// Number of classes.
 pub const CLASSES: usize = 128;

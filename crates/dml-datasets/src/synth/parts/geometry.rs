@@ -5,18 +5,18 @@
 //! body, the slot of the attached part, or a distractor; the tracer's label image is then the
 //! part mask of the image.
 
-use super::super::tracer::{Geometry, View, sphere_interval, srgb_to_linear};
-use super::super::vec3::{Mat3, Vec3, v3};
 use super::labels::{LABEL_BODY, LABEL_DISTRACTOR, slot_label};
 use super::scene::{DISTRACTOR_SPOTS, PartsParams};
 use super::vocabulary::{OBJECT_RADIUS, PART_CENTRE, PART_RADIUS, PartType, Slot, body_distance};
+use crate::synth::tracer::{Geometry, View, sphere_interval, srgb_to_linear};
+use crate::synth::vec3::{Mat3, Vec3, v3};
 
 /// Camera elevation above the horizontal, degrees.
 const CAMERA_ELEVATION: f32 = 20.0;
-/// Camera distance from the look-at point; the frame's half width there is 2.08 units.
-const CAMERA_DISTANCE: f32 = 6.5;
+/// Camera distance from the look-at point; the frame's half width there is 1.47 units.
+const CAMERA_DISTANCE: f32 = 4.6;
 /// The look-at point's height above the ground.
-const TARGET_HEIGHT: f32 = 0.9;
+const TARGET_HEIGHT: f32 = 0.85;
 /// Height of a distractor's part frame above the ground: every part lying on its side clears
 /// the ground.
 const DISTRACTOR_HEIGHT: f32 = 0.28;

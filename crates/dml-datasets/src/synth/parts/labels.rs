@@ -22,9 +22,9 @@ use std::path::Path;
 
 use image::GrayImage;
 
-use super::super::masks::read_gray;
 use super::vocabulary::Slot;
 use crate::error::{DatasetError, Result};
+use crate::synth::gray::read_gray;
 
 /// Label of the ground, the sky and shadows.
 pub const LABEL_BACKGROUND: u8 = 0;

@@ -9,21 +9,21 @@
 use rand::Rng;
 use rand::seq::index::sample;
 
-use super::super::scene::{CONTROL_LEVELS, ColourLevels, Property};
 use super::classes::{Combination, class_table};
 use super::vocabulary::{PartType, Slot};
+use crate::synth::scene::{CONTROL_LEVELS, ColourLevels, Property};
 
-/// Yaw levels: the object faces right (levels 0–3) or left (4–7), turned by −40°, −15°, 15°
-/// or 40° out of the profile view.
+/// Yaw levels: the object faces right (levels 0–3) or left (4–7), turned by −30°, −10°, 10°
+/// or 30° out of the profile view.
 pub const YAWS: u32 = 8;
 /// Tilt levels: the nose pitched −15°, 0° or 15°.
 pub const TILTS: u32 = 3;
 /// Scale levels: 0.85, 0.95 or 1.05 times the reference size.
 pub const SCALES: u32 = 3;
-/// Horizontal position levels: the object's centre at −0.5, −0.25, 0, 0.25 or 0.5 units from
-/// the middle of the view (the frame's half width is 2.08 units there).
+/// Horizontal position levels: the object's centre at −0.24, −0.12, 0, 0.12 or 0.24 units from
+/// the middle of the view (the frame's half width is 1.47 units there).
 pub const POSITIONS_X: u32 = 5;
-/// Height levels: the object's centre 0.9, 1.2 or 1.5 units above the ground.
+/// Height levels: the object's centre 0.9, 1.05 or 1.2 units above the ground.
 pub const HEIGHTS: u32 = 3;
 /// Light elevation levels: 25°, 45°, 65° above the ground.
 pub const LIGHT_ELEVATIONS: u32 = 3;
@@ -33,16 +33,16 @@ pub const LIGHT_AZIMUTHS: u32 = 8;
 pub const DISTRACTOR_COUNTS: u32 = 3;
 /// Places on the ground where a distractor can lie, in front of the object (`x`, `z`).
 pub const DISTRACTOR_SPOTS: [(f32, f32); 10] = [
-    (-1.4, 0.8),
-    (-0.7, 0.8),
-    (0.0, 0.8),
-    (0.7, 0.8),
-    (1.4, 0.8),
-    (-1.2, 1.4),
-    (-0.6, 1.4),
-    (0.0, 1.4),
-    (0.6, 1.4),
-    (1.2, 1.4),
+    (-1.2, 0.7),
+    (-0.6, 0.7),
+    (0.0, 0.7),
+    (0.6, 0.7),
+    (1.2, 0.7),
+    (-1.0, 1.2),
+    (-0.5, 1.2),
+    (0.0, 1.2),
+    (0.5, 1.2),
+    (1.0, 1.2),
 ];
 
 /// One loose part lying on the ground, belonging to no object.
@@ -95,7 +95,7 @@ pub const PROPERTIES: [Property; 21] = [
     prop(
         "yaw",
         YAWS,
-        "facing right (0-3) or left (4-7), turned -40°, -15°, 15°, 40° out of profile",
+        "facing right (0-3) or left (4-7), turned -30°, -10°, 10°, 30° out of profile",
     ),
     prop("tilt", TILTS, "nose pitched -15°, 0°, 15°"),
     prop("scale", SCALES, "object size 0.85, 0.95, 1.05"),
@@ -104,11 +104,15 @@ pub const PROPERTIES: [Property; 21] = [
         POSITIONS_X,
         "object centre at x = -0.5, -0.25, 0, 0.25, 0.5",
     ),
-    prop("height", HEIGHTS, "object centre 0.9, 1.2, 1.5 above the ground"),
+    prop("height", HEIGHTS, "object centre 0.9, 1.05, 1.2 above the ground"),
     prop("body_hue", 8, "body hue 45°·level"),
     prop("body_saturation", 3, "body HSV saturation 0.25, 0.55, 0.85"),
     prop("body_value", 3, "body HSV value 0.5, 0.72, 0.94"),
-    prop("part_hue", 8, "hue of the parts and distractors 45°·level"),
+    prop(
+        "part_hue",
+        8,
+        "hue of the parts and distractors 45°·level, 90°-270° from the body hue",
+    ),
     prop("part_saturation", 3, "HSV saturation of the parts 0.25, 0.55, 0.85"),
     prop("part_value", 3, "HSV value of the parts 0.5, 0.72, 0.94"),
     prop("background_hue", 8, "background hue 45°·level"),
@@ -157,7 +161,11 @@ impl PartsParams {
         let position_x = rng.random_range(0..POSITIONS_X);
         let height = rng.random_range(0..HEIGHTS);
         let body = ColourLevels::sample(rng);
-        let part_colour = ColourLevels::sample(rng);
+        // The parts' hue is 90° to 270° away from the body's (2 to 6 steps of 45°), so that a
+        // part always contrasts with the body it sits on; it is still uniform over the wheel
+        // and independent of the class.
+        let mut part_colour = ColourLevels::sample(rng);
+        part_colour.hue = (body.hue + rng.random_range(2..=6)) % 8;
         let background = ColourLevels::sample(rng);
         let light_elevation = rng.random_range(0..LIGHT_ELEVATIONS);
         let light_azimuth = rng.random_range(0..LIGHT_AZIMUTHS);
@@ -217,7 +225,7 @@ impl PartsParams {
 
     /// Object yaw in radians about the vertical: 0 faces right (`+x`).
     pub fn yaw_radians(&self) -> f32 {
-        const TURNS: [f32; 4] = [-40.0, -15.0, 15.0, 40.0];
+        const TURNS: [f32; 4] = [-30.0, -10.0, 10.0, 30.0];
         let facing = if self.yaw < 4 { 0.0 } else { 180.0 };
         (facing + TURNS[self.yaw as usize % 4]).to_radians()
     }
@@ -234,7 +242,7 @@ impl PartsParams {
 
     /// The object's centre in world coordinates.
     pub fn centre(&self) -> (f32, f32) {
-        (-0.5 + 0.25 * self.position_x as f32, 0.9 + 0.3 * self.height as f32)
+        (-0.24 + 0.12 * self.position_x as f32, 0.9 + 0.15 * self.height as f32)
     }
 
     /// Light elevation in radians.

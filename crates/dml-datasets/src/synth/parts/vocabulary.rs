@@ -8,18 +8,18 @@
 
 use std::fmt;
 
-use super::super::shapes::{capped_cone, cylinder, ellipsoid, round_box};
-use super::super::vec3::{Mat3, Vec3, v3};
+use crate::synth::shapes::{capped_cone, cylinder, ellipsoid, round_box};
+use crate::synth::vec3::{Mat3, Vec3, v3};
 
 /// Radius of a sphere around a part's [`PART_CENTRE`] that contains every part type.
 pub const PART_RADIUS: f32 = 0.4;
 /// The centre of every part type's bounding sphere, in the part's own frame.
 pub const PART_CENTRE: Vec3 = v3(0.0, 0.3, 0.0);
 /// Semi-axes of the body, an ellipsoid elongated along the object's `x` (front) axis.
-pub const BODY_AXES: Vec3 = v3(0.8, 0.45, 0.45);
+pub const BODY_AXES: Vec3 = v3(0.55, 0.35, 0.35);
 /// Radius of a sphere around the object's origin that contains the body and every part in
 /// every slot.
-pub const OBJECT_RADIUS: f32 = 1.42;
+pub const OBJECT_RADIUS: f32 = 1.2;
 
 /// A place on the body where a part can sit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -68,13 +68,13 @@ impl Slot {
             let quarter = std::f32::consts::FRAC_PI_2;
             let wing = 40f32.to_radians();
             [
-                vec![(v3(0.15, 0.38, 0.0), Mat3::rotation_z(0.0))],
-                vec![(v3(0.7, 0.05, 0.0), Mat3::rotation_z(-quarter))],
+                vec![(v3(0.1, 0.29, 0.0), Mat3::rotation_z(0.0))],
+                vec![(v3(0.47, 0.05, 0.0), Mat3::rotation_z(-quarter))],
                 vec![
-                    (v3(-0.2, 0.12, 0.34), Mat3::rotation_x(wing)),
-                    (v3(-0.2, 0.12, -0.34), Mat3::rotation_x(-wing)),
+                    (v3(-0.14, 0.09, 0.26), Mat3::rotation_x(wing)),
+                    (v3(-0.14, 0.09, -0.26), Mat3::rotation_x(-wing)),
                 ],
-                vec![(v3(-0.7, 0.05, 0.0), Mat3::rotation_z(quarter))],
+                vec![(v3(-0.47, 0.05, 0.0), Mat3::rotation_z(quarter))],
             ]
         });
         &all[self.index()]
