@@ -3,8 +3,9 @@
 //!
 //! The class fixes the part type of every slot; everything else — the pose and place of the
 //! object, its colours, the light, the background and the loose parts lying around — is drawn
-//! uniformly and independently of the class and of each other, so that no nuisance carries
-//! class information and each can be used as a ground-truth grouping for NR-Precision.
+//! uniformly and independently of the class (and of each other, except that the parts' hue keeps
+//! 90°–270° away from the body's), so that no nuisance carries class information and each can be
+//! used as a ground-truth grouping for NR-Precision.
 
 use rand::Rng;
 use rand::seq::index::sample;
@@ -152,7 +153,7 @@ pub fn property_names() -> Vec<String> {
 }
 
 impl PartsParams {
-    /// Draws every property but the class uniformly and independently: the visible ones from
+    /// Draws every property but the class uniformly, independently of the class: the visible ones from
     /// `rng` (their order is part of the output format) and the control from `control_rng`.
     pub fn sample(class: usize, rng: &mut impl Rng, control_rng: &mut impl Rng) -> Self {
         let yaw = rng.random_range(0..YAWS);
