@@ -2,7 +2,8 @@
 //! (Zheng et al.), with the steps that turn an attention map into an image-sized one;
 //! map-agnostic faithfulness and localisation metrics ([`faithfulness`]: deletion curves, the
 //! pointing game, IoU against object masks, the centre-prior baseline); and rendering of maps
-//! as PNG overlays with a colour bar ([`render`]).
+//! as PNG overlays with a colour bar ([`render`]); explanation metrics on plain maps, checked
+//! against Quantus, SciPy and scikit-image ([`metrics`]: localisation, complexity, map similarity).
 //!
 //! This crate is the explanation layer of the workspace (see `ARCHITECTURE.md` at the
 //! repository root: it sits on `dml-models`, `dml-losses` and `dml-ot`). Every method takes an
@@ -14,6 +15,7 @@ pub mod attention;
 pub mod avsl;
 mod error;
 pub mod faithfulness;
+pub mod metrics;
 pub mod render;
 pub mod saliency;
 

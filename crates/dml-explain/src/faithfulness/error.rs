@@ -41,6 +41,31 @@ pub enum FaithError {
         /// Width.
         w: usize,
     },
+    /// The mask marks every pixel as object, so no metric that compares the object with the rest
+    /// (a ROC AUC) is defined.
+    #[error("mask of shape [{h}, {w}] marks every pixel as object")]
+    FullMask {
+        /// Height.
+        h: usize,
+        /// Width.
+        w: usize,
+    },
+    /// A metric's parameter is outside its domain.
+    #[error("{name} = {value} is invalid: {reason}")]
+    Parameter {
+        /// The parameter (`k`, `eps`).
+        name: &'static str,
+        /// Its value.
+        value: f64,
+        /// The rule it breaks.
+        reason: String,
+    },
+    /// A map is constant, so a rank correlation with it is undefined.
+    #[error("{what} is constant, so its rank correlation is undefined")]
+    ConstantMap {
+        /// Which input.
+        what: &'static str,
+    },
     /// The IoU threshold is not a fraction in `[0, 1]`.
     #[error("IoU threshold fraction {0} is not in [0, 1]")]
     Threshold(f64),
@@ -87,7 +112,7 @@ pub enum DeletionError<E> {
 
 /// Checks that `len == h * w` (or `channels * h * w` when `channels > 1`) and that the shape
 /// is not empty.
-pub(super) fn check_len(what: &'static str, len: usize, channels: usize, h: usize, w: usize) -> Result<(), FaithError> {
+pub(crate) fn check_len(what: &'static str, len: usize, channels: usize, h: usize, w: usize) -> Result<(), FaithError> {
     let expected = channels * h * w;
     if len != expected {
         let shape = if channels > 1 {

@@ -9,10 +9,14 @@
 //! - `saliency_comparison`, `nr_precision`, `mann_whitney` (NumPy / SciPy and the authors' code;
 //!   Kobs et al., Sec. 3.1, Eq. 4–5, Sec. 4.2): [`saliency_comparison`], [`nr_precision`],
 //!   [`mann_whitney`].
+//! - `explanation_metric` (Quantus 0.6) and `map_similarity` (SciPy, scikit-image): the
+//!   explanation metrics of `dml_explain::metrics`, [`explanation_metric`], [`map_similarity`].
 
 mod analysis_common;
 mod avsl;
+mod explanation_metric;
 mod mann_whitney;
+mod map_similarity;
 mod nr_precision;
 mod saliency_comparison;
 mod similarity_attention;
@@ -20,13 +24,15 @@ mod smoothgrad;
 
 use dml_testkit::{Report, cases_or_panic};
 
-const KINDS: [&str; 6] = [
+const KINDS: [&str; 8] = [
     "similarity_attention",
     "avsl",
     "smoothgrad",
     "saliency_comparison",
     "nr_precision",
     "mann_whitney",
+    "explanation_metric",
+    "map_similarity",
 ];
 
 #[test]
@@ -42,6 +48,8 @@ fn explanation_cases_match_their_oracles() {
             "saliency_comparison" => analysis_common::run_with(&case, saliency_comparison::run_saliency_comparison),
             "nr_precision" => analysis_common::run_with(&case, nr_precision::run_nr_precision),
             "mann_whitney" => analysis_common::run_with(&case, mann_whitney::run_mann_whitney),
+            "explanation_metric" => analysis_common::run_with(&case, explanation_metric::run_explanation_metric),
+            "map_similarity" => analysis_common::run_with(&case, map_similarity::run_map_similarity),
             other => Err(format!("no checker for kind {other}")),
         };
         report.record(&case, outcome);
