@@ -9,8 +9,9 @@
 //! - `saliency_comparison`, `nr_precision`, `mann_whitney` (NumPy / SciPy and the authors' code;
 //!   Kobs et al., Sec. 3.1, Eq. 4–5, Sec. 4.2): [`saliency_comparison`], [`nr_precision`],
 //!   [`mann_whitney`].
-//! - `explanation_metric` (Quantus 0.6) and `map_similarity` (SciPy, scikit-image): the
-//!   explanation metrics of `dml_explain::metrics`, [`explanation_metric`], [`map_similarity`].
+//! - `explanation_metric` (Quantus 0.6), `map_similarity` (SciPy, scikit-image) and
+//!   `road_imputation` (ROAD's imputer in pytorch-grad-cam): `dml_explain::metrics`,
+//!   [`explanation_metric`], [`map_similarity`], [`road_imputation`].
 
 mod analysis_common;
 mod avsl;
@@ -18,13 +19,14 @@ mod explanation_metric;
 mod mann_whitney;
 mod map_similarity;
 mod nr_precision;
+mod road_imputation;
 mod saliency_comparison;
 mod similarity_attention;
 mod smoothgrad;
 
 use dml_testkit::{Report, cases_or_panic};
 
-const KINDS: [&str; 8] = [
+const KINDS: [&str; 9] = [
     "similarity_attention",
     "avsl",
     "smoothgrad",
@@ -33,6 +35,7 @@ const KINDS: [&str; 8] = [
     "mann_whitney",
     "explanation_metric",
     "map_similarity",
+    "road_imputation",
 ];
 
 #[test]
@@ -50,6 +53,7 @@ fn explanation_cases_match_their_oracles() {
             "mann_whitney" => analysis_common::run_with(&case, mann_whitney::run_mann_whitney),
             "explanation_metric" => analysis_common::run_with(&case, explanation_metric::run_explanation_metric),
             "map_similarity" => analysis_common::run_with(&case, map_similarity::run_map_similarity),
+            "road_imputation" => analysis_common::run_with(&case, road_imputation::run_road_imputation),
             other => Err(format!("no checker for kind {other}")),
         };
         report.record(&case, outcome);
