@@ -8,8 +8,10 @@
 //!   [`effective_complexity`];
 //! - similarity of two maps, for randomisation and partner-sensitivity tests: [`spearman`]
 //!   (signed or of magnitudes), [`ssim`];
-//! - ROAD's noisy linear imputation of removed pixels, for deletion and insertion curves that
-//!   stay in distribution: [`noisy_linear_imputation`].
+//! - ROAD's noisy linear imputation of removed pixels, for deletion curves that stay in
+//!   distribution: [`noisy_linear_imputation`], and ROAD's curves of a map under a scorer
+//!   (most and least relevant first, random orders, normalised by the untouched score):
+//!   [`road_curves`].
 //!
 //! A map is a row-major `[h, w]` slice of finite `f32` or `f64` values (larger is more
 //! relevant), a mask a `[h, w]` slice of `bool` or `u8` (`> 0` is object); every function
@@ -20,9 +22,11 @@ mod complexity;
 mod imputation;
 mod input;
 mod localisation;
+mod road_curves;
 mod similarity;
 
 pub use complexity::{complexity, effective_complexity, sparseness};
 pub use imputation::{DIAGONAL_WEIGHT, EDGE_WEIGHT, noisy_linear_imputation};
 pub use localisation::{pointing_game, relevance_mass_accuracy, relevance_rank_accuracy, roc_auc, top_k_intersection};
+pub use road_curves::{RoadCurves, road_curves};
 pub use similarity::{SSIM_WINDOW, spearman, ssim};
