@@ -166,7 +166,18 @@ fn score_erased<E>(
         erased = erased.max(count);
         batch.extend_from_slice(&working);
     }
-    let scores = score(&batch, n).map_err(DeletionError::Score)?;
+    score_batch(&batch, fractions, score)
+}
+
+/// Scores `batch` (one image per fraction) in one call of `score`, checking that it returned
+/// one finite score per image.
+pub(crate) fn score_batch<E>(
+    batch: &[f32],
+    fractions: &[f64],
+    score: &mut Scorer<'_, E>,
+) -> Result<Vec<f64>, DeletionError<E>> {
+    let n = fractions.len();
+    let scores = score(batch, n).map_err(DeletionError::Score)?;
     if scores.len() != n {
         return Err(FaithError::ScoreCount {
             expected: n,
@@ -185,7 +196,7 @@ fn score_erased<E>(
 }
 
 /// Checks that `fractions` are at least two, finite, within `[0, 1]` and strictly ascending.
-fn check_fractions(fractions: &[f64]) -> Result<(), FaithError> {
+pub(crate) fn check_fractions(fractions: &[f64]) -> Result<(), FaithError> {
     let reason = if fractions.len() < 2 {
         Some("a curve needs at least two fractions")
     } else if fractions.iter().any(|f| !(0.0..=1.0).contains(f)) {

@@ -26,6 +26,7 @@ mod summary;
 
 pub use centre_prior::{CENTRE_PRIOR_SIGMA_FRACTION, centre_prior};
 pub use deletion::{DeletionCurve, Scorer, deletion_curve, deletion_fractions, random_deletion_curve, trapezoid_auc};
+pub(crate) use deletion::{check_fractions, score_batch};
 pub(crate) use error::check_len;
 pub use error::{DeletionError, FaithError};
 pub use iou::{DEFAULT_IOU_THRESHOLD, iou_at_threshold};

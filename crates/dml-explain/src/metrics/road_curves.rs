@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::imputation::noisy_linear_imputation;
 use super::input::{descending, values};
-use crate::faithfulness::{DeletionError, FaithError, Scorer, check_len, trapezoid_auc};
+use crate::faithfulness::{DeletionError, FaithError, Scorer, check_fractions, check_len, score_batch, trapezoid_auc};
 
 /// ROAD's curves of one image under one map, every score divided by `s0`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,46 +135,25 @@ fn curve<E>(
         }
         batch.extend(noisy_linear_imputation(image, &removed, 3, h, w, noise, seed)?);
     }
-    let n = fractions.len();
-    let scores = score(&batch, n).map_err(DeletionError::Score)?;
-    if scores.len() != n {
-        return Err(FaithError::ScoreCount {
-            expected: n,
-            got: scores.len(),
-        }
-        .into());
-    }
-    if let Some((i, &s)) = scores.iter().enumerate().find(|(_, s)| !s.is_finite()) {
-        return Err(FaithError::NonFiniteScore {
-            fraction: fractions[i],
-            score: s,
-        }
-        .into());
-    }
-    Ok(scores)
+    score_batch(&batch, fractions, score)
 }
 
+/// [`check_fractions`], and ROAD's rules: the first fraction is 0 (the untouched image, whose
+/// score is `s0`) and every fraction stays below 1 (removing every pixel leaves nothing to impute
+/// from).
 fn check_road_fractions(fractions: &[f64]) -> Result<(), FaithError> {
-    let reason = if fractions.len() < 2 {
-        Some("need at least two")
-    } else if fractions.iter().any(|f| !f.is_finite()) {
-        Some("must be finite")
-    } else if fractions[0] != 0.0 {
-        Some("the first must be 0 (the untouched image, s0)")
-    } else if fractions.windows(2).any(|p| p[1] <= p[0]) {
-        Some("must ascend strictly")
+    check_fractions(fractions)?;
+    let reason = if fractions[0] != 0.0 {
+        "the first must be 0 (the untouched image, s0)"
     } else if fractions.iter().any(|&f| f >= 1.0) {
-        Some("must stay below 1: removing every pixel leaves nothing to impute from")
+        "must stay below 1: removing every pixel leaves nothing to impute from"
     } else {
-        None
+        return Ok(());
     };
-    match reason {
-        Some(reason) => Err(FaithError::Fractions {
-            fractions: fractions.to_vec(),
-            reason,
-        }),
-        None => Ok(()),
-    }
+    Err(FaithError::Fractions {
+        fractions: fractions.to_vec(),
+        reason,
+    })
 }
 
 #[cfg(test)]
