@@ -161,24 +161,15 @@ fn check_png_out(out: &Path, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes `image` to a temporary file beside `out` and renames it into place, so that `out` is
-/// either the whole new image or untouched.
+/// Encodes `image` as PNG and writes it with [`dml_data::write_atomic`] (a temporary sibling
+/// and a rename), so that `out` is either the whole new image or untouched.
 fn write_atomically(out: &Path, image: &image::RgbImage) -> anyhow::Result<()> {
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     }
-    let mut partial = out.as_os_str().to_os_string();
-    partial.push(format!(".partial-{}", std::process::id()));
-    let partial = PathBuf::from(partial);
-    let result = image
-        .save_with_format(&partial, image::ImageFormat::Png)
-        .with_context(|| format!("cannot write {}", partial.display()))
-        .and_then(|()| {
-            std::fs::rename(&partial, out)
-                .with_context(|| format!("cannot rename {} to {}", partial.display(), out.display()))
-        });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    result
+    let mut png = std::io::Cursor::new(Vec::new());
+    image
+        .write_to(&mut png, image::ImageFormat::Png)
+        .with_context(|| format!("cannot encode {}", out.display()))?;
+    Ok(dml_data::write_atomic(out, png.get_ref())?)
 }

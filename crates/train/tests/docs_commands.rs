@@ -54,29 +54,16 @@ const SMALL_SET: Substitution = Substitution {
     why: "the small synthetic set of SMALL",
 };
 
-/// Appended instead of [`SMALL`] on the parts set's page: the parts set needs 256 images (two
-/// per class) of at least 48² (so the parts stay visible).
-const SMALL_PARTS: &[&str] = &[
-    "--set",
-    "train.epochs=1",
-    "--set",
-    "train.samples_per_epoch=40",
-    "--set",
-    "data.synth_images=256",
-    "--set",
-    "data.synth_size=48",
-    "--set",
-    "data.image_size=24",
-    "--set",
-    "eval.batch_size=100",
-];
+/// Appended after [`SMALL`] on the parts set's page, overriding two of its settings: the parts
+/// set needs 256 images (two per class) of at least 48² (so the parts stay visible).
+const SMALL_PARTS: &[&str] = &["--set", "data.synth_images=256", "--set", "data.synth_size=48"];
 
 /// What a page's test skips and changes before its blocks run, and what it appends to every
-/// training command.
+/// training command after [`SMALL`].
 struct Spec {
     skips: &'static [Skip],
     substitutions: &'static [Substitution],
-    small: &'static [&'static str],
+    extra: &'static [&'static str],
 }
 
 /// The skip rules and substitutions of each page: each must match something in its page.
@@ -85,7 +72,7 @@ fn spec(page: &str) -> Spec {
         "README.md" => Spec {
             skips: &[SKIP_CARGO_TEST],
             substitutions: &[],
-            small: SMALL,
+            extra: &[],
         },
         "docs/training.md" => Spec {
             skips: &[SKIP_PRETRAINED, SKIP_XTASK, SKIP_CARGO_BENCH],
@@ -103,7 +90,7 @@ fn spec(page: &str) -> Spec {
                     why: "the AVSL loop above runs on the synthetic set only",
                 },
             ],
-            small: SMALL,
+            extra: &[],
         },
         "docs/explaining.md" => Spec {
             skips: &[],
@@ -115,7 +102,7 @@ fn spec(page: &str) -> Spec {
                     why: "fewer triplets",
                 },
             ],
-            small: SMALL,
+            extra: &[],
         },
         "docs/analysis.md" => Spec {
             skips: &[],
@@ -124,22 +111,22 @@ fn spec(page: &str) -> Spec {
                 to: "--images 4 --samples 2",
                 why: "fewer images and SmoothGrad samples",
             }],
-            small: SMALL,
+            extra: &[],
         },
         "docs/datasets.md" => Spec {
             skips: &[SKIP_XTASK],
             substitutions: &[],
-            small: SMALL,
+            extra: &[],
         },
         "docs/benchmarks.md" => Spec {
             skips: &[SKIP_XTASK, SKIP_CARGO_BENCH],
             substitutions: &[],
-            small: SMALL,
+            extra: &[],
         },
         "docs/testing.md" => Spec {
             skips: &[SKIP_CARGO_TEST],
             substitutions: &[],
-            small: SMALL,
+            extra: &[],
         },
         "docs/synth-parts.md" => Spec {
             skips: &[SKIP_XTASK],
@@ -156,7 +143,7 @@ fn spec(page: &str) -> Spec {
                     why: "fewer images and SmoothGrad samples",
                 },
             ],
-            small: SMALL_PARTS,
+            extra: SMALL_PARTS,
         },
         other => panic!("{other} has no entry in spec()"),
     }
@@ -205,7 +192,7 @@ fn run(page: &str) -> Run {
     let mapping = Mapping {
         prefix: ["run", "--release", "-p", "train"].map(String::from).to_vec(),
         binary: env!("CARGO_BIN_EXE_train").into(),
-        extra: spec.small.iter().map(|s| s.to_string()).collect(),
+        extra: SMALL.iter().chain(spec.extra).map(|s| s.to_string()).collect(),
         no_extra_for: ["eval", "explain", "analyze", "config"].map(String::from).to_vec(),
     };
     let path = dml_testkit::workspace_root().join(page);

@@ -1,13 +1,58 @@
-//! Writing a rendered set: every image and its mask into a staging directory, in parallel.
+//! Writing a rendered set: every image and its mask into a staging directory, in parallel, then
+//! the manifest, and the directory moved into place.
 
 use std::path::Path;
 
+use dml_data::{Manifest, Record, Split};
 use image::{GrayImage, ImageEncoder, RgbImage};
 use rayon::prelude::*;
 
 use super::masks::{IMAGES_DIR, MASKS_DIR, mask_path};
 use crate::error::{DatasetError, Result};
 use crate::staging::Staging;
+
+/// What the manifest says of one image besides its path.
+pub(crate) struct Entry {
+    /// The class id.
+    pub class_id: u32,
+    /// The class name.
+    pub class_name: String,
+    /// Whether the class belongs to the `train` split (else `test`).
+    pub train: bool,
+    /// The level of every property column.
+    pub levels: Vec<u32>,
+}
+
+/// Renders every item of `params` into a staging directory next to `out` (refused when `out`
+/// exists and `force` is false), writes the manifest (`property_names` as its columns, one
+/// record per item from `describe`) and moves the directory into place; returns the manifest.
+pub(crate) fn write_set<P: Sync>(
+    out: &Path,
+    force: bool,
+    params: &[P],
+    property_names: Vec<String>,
+    render: impl Fn(&P) -> (RgbImage, GrayImage) + Sync,
+    describe: impl Fn(&P) -> Entry,
+) -> Result<Manifest> {
+    let staging = Staging::new(out, force)?;
+    write_rendered(&staging, params, render)?;
+    let mut manifest = Manifest::new(staging.dir(), property_names);
+    manifest.records = params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let entry = describe(p);
+            Record {
+                path: image_path(i),
+                class_id: entry.class_id,
+                class_name: entry.class_name,
+                split: if entry.train { Split::Train } else { Split::Test },
+                properties: entry.levels.iter().map(u32::to_string).collect(),
+            }
+        })
+        .collect();
+    staging.commit(manifest)
+}
 
 /// The manifest-relative path of image `index`.
 pub(crate) fn image_path(index: usize) -> String {
@@ -33,7 +78,7 @@ pub(crate) fn write_png(
 
 /// Renders every item of `params` with `render` (an RGB image and its mask) and writes them
 /// to `images/<index>.png` and `masks/<index>.png` under the staging directory.
-pub(crate) fn write_rendered<P: Sync>(
+fn write_rendered<P: Sync>(
     staging: &Staging,
     params: &[P],
     render: impl Fn(&P) -> (RgbImage, GrayImage) + Sync,

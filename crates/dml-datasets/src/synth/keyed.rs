@@ -14,3 +14,14 @@ pub(crate) fn keyed_rng(seed: u64, stream: u64, index: u64) -> ChaCha8Rng {
     key[16..24].copy_from_slice(&index.to_le_bytes());
     ChaCha8Rng::from_seed(key)
 }
+
+/// The class of every image of a set of `n` images over `classes` classes: a shuffle (keyed by
+/// `seed` and `stream`) of `0, 1, …, classes − 1, 0, 1, …`, so every class gets `n / classes`
+/// or one more images while each image's class stays uniform and independent of its other
+/// draws.
+pub(crate) fn balanced_classes(seed: u64, stream: u64, n: usize, classes: usize) -> Vec<usize> {
+    use rand::seq::SliceRandom;
+    let mut class_of: Vec<usize> = (0..n).map(|i| i % classes).collect();
+    class_of.shuffle(&mut keyed_rng(seed, stream, 0));
+    class_of
+}

@@ -39,17 +39,18 @@ mod masks;
 pub mod parts;
 mod render;
 mod scene;
+mod settings;
 mod shapes;
 mod tracer;
 mod vec3;
 
 use std::path::Path;
 
-use dml_data::{Manifest, Record, Split};
-use rand::seq::SliceRandom;
+use dml_data::Manifest;
 
-use files::{image_path, write_rendered};
-use keyed::keyed_rng;
+use files::{Entry, write_set};
+use keyed::{balanced_classes, keyed_rng};
+use settings::check_settings;
 
 pub use masks::{IMAGES_DIR, MASKS_DIR, mask_path, read_mask};
 pub use render::{MASK_BACKGROUND, MASK_OBJECT, render, render_with_mask};
@@ -58,8 +59,7 @@ pub use scene::{
 };
 pub use shapes::Shape;
 
-use crate::error::{DatasetError, Result};
-use crate::staging::Staging;
+use crate::error::Result;
 
 /// Default number of images.
 pub const DEFAULT_N: usize = 2000;
@@ -100,35 +100,14 @@ impl Default for SynthConfig {
 impl SynthConfig {
     /// Checks the settings before anything is written.
     pub fn validate(&self) -> Result<()> {
-        let min_n = Shape::ALL.len() * MIN_IMAGES_PER_CLASS;
-        if self.n < min_n {
-            return Err(DatasetError::InvalidSetting {
-                setting: "n",
-                value: self.n.to_string(),
-                reason: format!(
-                    "need at least {min_n} images ({MIN_IMAGES_PER_CLASS} per class for each of the {} classes), \
-                     since every class needs a positive pair in its split",
-                    Shape::ALL.len()
-                ),
-            });
-        }
-        // Image indices go into the keyed generators as `u64` and into file names; the
-        // bound keeps a typo from asking for billions of files.
-        if u32::try_from(self.n).is_err() {
-            return Err(DatasetError::InvalidSetting {
-                setting: "n",
-                value: self.n.to_string(),
-                reason: format!("too large (at most {})", u32::MAX),
-            });
-        }
-        if !(MIN_SIZE..=MAX_SIZE).contains(&self.size) {
-            return Err(DatasetError::InvalidSetting {
-                setting: "size",
-                value: self.size.to_string(),
-                reason: format!("out of range ({MIN_SIZE}..={MAX_SIZE} pixels)"),
-            });
-        }
-        Ok(())
+        check_settings(
+            self.n,
+            self.size,
+            Shape::ALL.len(),
+            MIN_IMAGES_PER_CLASS,
+            MIN_SIZE..=MAX_SIZE,
+            "",
+        )
     }
 }
 
@@ -148,10 +127,7 @@ const CONTROL_STREAM: u64 = 3;
 /// than two images. Every visible property is drawn independently and uniformly from the
 /// image's own stream, and the control from a second stream of the image's own.
 pub fn plan(seed: u64, n: usize) -> Vec<SceneParams> {
-    let classes = Shape::ALL.len();
-    let mut class_of: Vec<usize> = (0..n).map(|i| i % classes).collect();
-    class_of.shuffle(&mut keyed_rng(seed, CLASS_STREAM, 0));
-    class_of
+    balanced_classes(seed, CLASS_STREAM, n, Shape::ALL.len())
         .iter()
         .enumerate()
         .map(|(i, &class)| {
@@ -174,27 +150,20 @@ pub fn plan(seed: u64, n: usize) -> Vec<SceneParams> {
 /// validated, so a failure leaves no output.
 pub fn generate(config: &SynthConfig, out: &Path, force: bool) -> Result<Manifest> {
     config.validate()?;
-    let staging = Staging::new(out, force)?;
     let params = plan(config.seed, config.n);
-    write_rendered(&staging, &params, |p| render_with_mask(p, config.size))?;
-
-    let mut manifest = Manifest::new(staging.dir(), property_names());
-    manifest.records = params
-        .iter()
-        .enumerate()
-        .map(|(i, p)| Record {
-            path: image_path(i),
+    write_set(
+        out,
+        force,
+        &params,
+        property_names(),
+        |p| render_with_mask(p, config.size),
+        |p| Entry {
             class_id: p.shape.class_id(),
             class_name: p.shape.name().to_string(),
-            split: if (p.shape.class_id() as usize) < TRAIN_CLASSES {
-                Split::Train
-            } else {
-                Split::Test
-            },
-            properties: p.levels().iter().map(u32::to_string).collect(),
-        })
-        .collect();
-    staging.commit(manifest)
+            train: (p.shape.class_id() as usize) < TRAIN_CLASSES,
+            levels: p.levels().to_vec(),
+        },
+    )
 }
 
 #[cfg(test)]

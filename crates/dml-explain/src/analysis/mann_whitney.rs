@@ -118,9 +118,10 @@ pub fn mann_whitney_u(x: &[f64], y: &[f64]) -> Result<MannWhitney, AnalysisError
 /// `values` in their original order, and the sizes of the tie groups larger than 1 in
 /// ascending order of the value.
 ///
-/// `values` must hold no NaN. Equality is numeric (`partial_cmp`), so `-0.0` and `0.0` tie,
+/// `values` must hold no NaN (the Mann–Whitney test and the explanation metrics reject NaN
+/// before ranking). Equality is numeric (`partial_cmp`), so `-0.0` and `0.0` tie,
 /// as in numpy; `total_cmp` would rank them apart.
-fn mid_ranks(values: &[f64]) -> (Vec<f64>, Vec<usize>) {
+pub(crate) fn mid_ranks(values: &[f64]) -> (Vec<f64>, Vec<usize>) {
     let mut order: Vec<usize> = (0..values.len()).collect();
     order.sort_by(|&a, &b| {
         values[a]

@@ -25,5 +25,6 @@ pub use comparison::{
     fisher_aggregate, fisher_z, jsd, pearson,
 };
 pub use error::AnalysisError;
+pub(crate) use mann_whitney::mid_ranks;
 pub use mann_whitney::{MannWhitney, mann_whitney_u};
 pub use nr_precision::{NR_PRECISION_CRITICAL_VALUE, NrPrecision, is_significant, nr_precision, nr_precision_many};

@@ -35,30 +35,19 @@ pub(super) fn object<M: MaskValue>(mask: &[M], h: usize, w: usize) -> Result<Vec
     }
 }
 
+/// A map and its mask, both `[h, w]`: [`values`] and [`object`].
+pub(super) fn map_and_mask<T: Copy + Into<f64>, M: MaskValue>(
+    map: &[T],
+    mask: &[M],
+    h: usize,
+    w: usize,
+) -> Result<(Vec<f64>, Vec<bool>), FaithError> {
+    Ok((values("map", map, h, w)?, object(mask, h, w)?))
+}
+
 /// Row-major indices of `values` from the largest to the smallest; ties keep index order.
 pub(super) fn descending(values: &[f64]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..values.len()).collect();
     order.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
     order
-}
-
-/// The ranks of `values` (1 for the smallest), ties given the mean of the ranks they span.
-pub(super) fn average_ranks(values: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..values.len()).collect();
-    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
-    let mut ranks = vec![0.0; values.len()];
-    let mut start = 0;
-    while start < order.len() {
-        let mut end = start + 1;
-        while end < order.len() && values[order[end]] == values[order[start]] {
-            end += 1;
-        }
-        // Positions start..end (0-based) hold ranks start + 1 ..= end; their mean:
-        let rank = (start + end + 1) as f64 / 2.0;
-        for &i in &order[start..end] {
-            ranks[i] = rank;
-        }
-        start = end;
-    }
-    ranks
 }

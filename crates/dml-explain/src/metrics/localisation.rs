@@ -6,7 +6,8 @@
 //! Every function takes a row-major map `[h, w]` (larger is more relevant; `f32` or `f64`) and a
 //! mask `[h, w]` with at least one object pixel, and returns one score per map.
 
-use super::input::{descending, object, values};
+use super::input::{descending, map_and_mask};
+use crate::analysis::mid_ranks;
 use crate::faithfulness::{FaithError, MaskValue};
 
 /// 1 if a position of the map's maximum lies in the mask (any of them, when the maximum is
@@ -19,8 +20,7 @@ pub fn pointing_game<T: Copy + Into<f64>, M: MaskValue>(
     h: usize,
     w: usize,
 ) -> Result<f64, FaithError> {
-    let map = values("map", map, h, w)?;
-    let object = object(mask, h, w)?;
+    let (map, object) = map_and_mask(map, mask, h, w)?;
     let max = map.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let hit = map.iter().zip(&object).any(|(&v, &o)| v == max && o);
     Ok(if hit { 1.0 } else { 0.0 })
@@ -35,8 +35,7 @@ pub fn relevance_mass_accuracy<T: Copy + Into<f64>, M: MaskValue>(
     h: usize,
     w: usize,
 ) -> Result<f64, FaithError> {
-    let map = values("map", map, h, w)?;
-    let object = object(mask, h, w)?;
+    let (map, object) = map_and_mask(map, mask, h, w)?;
     let total: f64 = map.iter().sum();
     if total == 0.0 {
         return Err(FaithError::ConstantMap {
@@ -56,8 +55,7 @@ pub fn top_k_intersection<T: Copy + Into<f64>, M: MaskValue>(
     w: usize,
     k: usize,
 ) -> Result<f64, FaithError> {
-    let map = values("map", map, h, w)?;
-    let object = object(mask, h, w)?;
+    let (map, object) = map_and_mask(map, mask, h, w)?;
     if k == 0 || k > map.len() {
         return Err(FaithError::Parameter {
             name: "k",
@@ -76,8 +74,7 @@ pub fn relevance_rank_accuracy<T: Copy + Into<f64>, M: MaskValue>(
     h: usize,
     w: usize,
 ) -> Result<f64, FaithError> {
-    let map = values("map", map, h, w)?;
-    let object = object(mask, h, w)?;
+    let (map, object) = map_and_mask(map, mask, h, w)?;
     let k = object.iter().filter(|&&o| o).count();
     Ok(top_k_hits(&map, &object, k) as f64 / k as f64)
 }
@@ -89,7 +86,8 @@ fn top_k_hits(map: &[f64], object: &[bool], k: usize) -> usize {
 
 /// The ROC AUC of the map as a score for the mask's pixels: the probability that an object
 /// pixel outranks a background pixel, ties counted one half (`(R₊ − n₊(n₊+1)/2) / (n₊ n₋)` with
-/// `R₊` the sum of the object pixels' average ranks; scikit-learn's `roc_auc_score`). The mask
+/// `R₊` the sum of the object pixels' mid-ranks: the Mann–Whitney `U` of the object pixels over
+/// `n₊ n₋`; scikit-learn's `roc_auc_score`). The mask
 /// must mark some pixels and not all.
 pub fn roc_auc<T: Copy + Into<f64>, M: MaskValue>(
     map: &[T],
@@ -97,14 +95,13 @@ pub fn roc_auc<T: Copy + Into<f64>, M: MaskValue>(
     h: usize,
     w: usize,
 ) -> Result<f64, FaithError> {
-    let map = values("map", map, h, w)?;
-    let object = object(mask, h, w)?;
+    let (map, object) = map_and_mask(map, mask, h, w)?;
     let positives = object.iter().filter(|&&o| o).count();
     let negatives = object.len() - positives;
     if negatives == 0 {
         return Err(FaithError::FullMask { h, w });
     }
-    let ranks = super::input::average_ranks(&map);
+    let (ranks, _) = mid_ranks(&map);
     let rank_sum: f64 = ranks.iter().zip(&object).filter(|(_, o)| **o).map(|(r, _)| r).sum();
     let (p, n) = (positives as f64, negatives as f64);
     Ok((rank_sum - p * (p + 1.0) / 2.0) / (p * n))

@@ -3,7 +3,8 @@
 //! scikit-image compute them, checked against them on the reference cases of kind
 //! `map_similarity`.
 
-use super::input::{average_ranks, values};
+use super::input::values;
+use crate::analysis::mid_ranks;
 use crate::faithfulness::FaithError;
 
 /// Spearman's rank correlation of two maps of shape `[h, w]`: the Pearson correlation of their
@@ -20,7 +21,7 @@ pub fn spearman<T: Copy + Into<f64>>(a: &[T], b: &[T], h: usize, w: usize, magni
         })
     };
     let (a, b) = (prepare("first map", a)?, prepare("second map", b)?);
-    let (ra, rb) = (average_ranks(&a), average_ranks(&b));
+    let (ra, rb) = (mid_ranks(&a).0, mid_ranks(&b).0);
     let mean = (ra.len() as f64 + 1.0) / 2.0;
     let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
     for (x, y) in ra.iter().zip(&rb) {

@@ -33,20 +33,19 @@ mod vocabulary;
 
 use std::path::Path;
 
-use dml_data::{Manifest, Record, Split};
+use dml_data::Manifest;
 use image::{GrayImage, RgbImage};
-use rand::seq::SliceRandom;
 
 pub use classes::{CLASSES, Combination, TRAIN_CLASSES, class_name, class_table, neighbours};
 pub use counterfactual::Edit;
 pub use scene::{CONTROL, DISTRACTOR_SPOTS, Distractor, PROPERTIES, PartsParams, property_names};
 pub use vocabulary::{PartType, Slot};
 
-use super::files::{image_path, write_rendered};
-use super::keyed::keyed_rng;
+use super::files::{Entry, write_set};
+use super::keyed::{balanced_classes, keyed_rng};
+use super::settings::check_settings;
 use super::tracer::Tracer;
 use crate::error::{DatasetError, Result};
-use crate::staging::Staging;
 use geometry::PartsGeometry;
 use labels::LABEL_BACKGROUND;
 
@@ -91,34 +90,15 @@ impl Default for PartsConfig {
 impl PartsConfig {
     /// Checks the settings before anything is written.
     pub fn validate(&self) -> Result<()> {
-        let min_n = CLASSES * MIN_IMAGES_PER_CLASS;
-        if self.n < min_n {
-            return Err(DatasetError::InvalidSetting {
-                setting: "n",
-                value: self.n.to_string(),
-                reason: format!(
-                    "need at least {min_n} images ({MIN_IMAGES_PER_CLASS} per class for each of the {CLASSES} \
-                     classes), since every class needs a positive pair in its split"
-                ),
-            });
-        }
-        if u32::try_from(self.n).is_err() {
-            return Err(DatasetError::InvalidSetting {
-                setting: "n",
-                value: self.n.to_string(),
-                reason: format!("too large (at most {})", u32::MAX),
-            });
-        }
-        if !(MIN_SIZE..=MAX_SIZE).contains(&self.size) {
-            return Err(DatasetError::InvalidSetting {
-                setting: "size",
-                value: self.size.to_string(),
-                reason: format!(
-                    "out of range ({MIN_SIZE}..={MAX_SIZE} pixels): below {MIN_SIZE} the parts are too small to see"
-                ),
-            });
-        }
-        Ok(())
+        let note = format!(": below {MIN_SIZE} the parts are too small to see");
+        check_settings(
+            self.n,
+            self.size,
+            CLASSES,
+            MIN_IMAGES_PER_CLASS,
+            MIN_SIZE..=MAX_SIZE,
+            &note,
+        )
     }
 
     /// The parameters of image `index`, or an error naming an index outside the set.
@@ -131,26 +111,30 @@ impl PartsConfig {
                 reason: format!("outside the set of {} images (0..{})", self.n, self.n),
             });
         }
-        Ok(plan(self.seed, self.n).swap_remove(index))
+        // The class shuffle is a permutation of the whole set; the other draws are the
+        // image's own, so only its own are made.
+        let class = balanced_classes(self.seed, CLASS_STREAM, self.n, CLASSES)[index];
+        Ok(sample(self.seed, index, class))
     }
 }
 
 /// The parameters of every image of a set, in image order: a seeded shuffle of balanced class
 /// ids (`n / 128` or one more per class), every other property from the image's own stream.
 pub fn plan(seed: u64, n: usize) -> Vec<PartsParams> {
-    let mut class_of: Vec<usize> = (0..n).map(|i| i % CLASSES).collect();
-    class_of.shuffle(&mut keyed_rng(seed, CLASS_STREAM, 0));
-    class_of
+    balanced_classes(seed, CLASS_STREAM, n, CLASSES)
         .iter()
         .enumerate()
-        .map(|(i, &class)| {
-            PartsParams::sample(
-                class,
-                &mut keyed_rng(seed, IMAGE_STREAM, i as u64),
-                &mut keyed_rng(seed, CONTROL_STREAM, i as u64),
-            )
-        })
+        .map(|(i, &class)| sample(seed, i, class))
         .collect()
+}
+
+/// The parameters of image `index` of class `class`, from the image's own streams.
+fn sample(seed: u64, index: usize, class: usize) -> PartsParams {
+    PartsParams::sample(
+        class,
+        &mut keyed_rng(seed, IMAGE_STREAM, index as u64),
+        &mut keyed_rng(seed, CONTROL_STREAM, index as u64),
+    )
 }
 
 /// Renders one square RGB image of `size`×`size` pixels and its part mask ([`labels`]).
@@ -177,27 +161,21 @@ pub fn render_counterfactual(config: &PartsConfig, index: usize, edit: Edit) -> 
 /// file was written and the manifest validated, so a failure leaves no output.
 pub fn generate(config: &PartsConfig, out: &Path, force: bool) -> Result<Manifest> {
     config.validate()?;
-    let staging = Staging::new(out, force)?;
     let params = plan(config.seed, config.n);
-    write_rendered(&staging, &params, |p| render(p, config.size))?;
     let table = class_table();
-    let mut manifest = Manifest::new(staging.dir(), property_names());
-    manifest.records = params
-        .iter()
-        .enumerate()
-        .map(|(i, p)| Record {
-            path: image_path(i),
+    write_set(
+        out,
+        force,
+        &params,
+        property_names(),
+        |p| render(p, config.size),
+        |p| Entry {
             class_id: p.class as u32,
             class_name: class_name(&table[p.class]),
-            split: if p.class < TRAIN_CLASSES {
-                Split::Train
-            } else {
-                Split::Test
-            },
-            properties: p.levels().iter().map(u32::to_string).collect(),
-        })
-        .collect();
-    staging.commit(manifest)
+            train: p.class < TRAIN_CLASSES,
+            levels: p.levels(),
+        },
+    )
 }
 
 #[cfg(test)]
