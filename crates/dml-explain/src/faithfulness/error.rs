@@ -60,11 +60,13 @@ pub enum FaithError {
         /// The rule it breaks.
         reason: String,
     },
-    /// A map is constant, so a rank correlation with it is undefined.
-    #[error("{what} is constant, so its rank correlation is undefined")]
+    /// A map is constant (or all zero), so a measure of it is undefined.
+    #[error("{what} is constant, so {measure} is undefined")]
     ConstantMap {
         /// Which input.
         what: &'static str,
+        /// The measure it cannot give (`the rank correlation`, `its entropy`).
+        measure: &'static str,
     },
     /// The IoU threshold is not a fraction in `[0, 1]`.
     #[error("IoU threshold fraction {0} is not in [0, 1]")]

@@ -28,7 +28,10 @@ pub fn complexity<T: Copy + Into<f64>>(map: &[T], h: usize, w: usize) -> Result<
     let a: Vec<f64> = values("map", map, h, w)?.iter().map(|v| v.abs()).collect();
     let total: f64 = a.iter().sum();
     if total == 0.0 {
-        return Err(FaithError::ConstantMap { what: "map (all zero)" });
+        return Err(FaithError::ConstantMap {
+            what: "map (all zero)",
+            measure: "its entropy",
+        });
     }
     Ok(-a
         .iter()

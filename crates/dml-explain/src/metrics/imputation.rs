@@ -7,7 +7,7 @@
 //! diagonal neighbours 1/12, renormalised over the neighbours inside the image), removed
 //! neighbours included as unknowns: for the `n` removed pixels of a channel,
 //! `s_i x_i − Σ_{j removed} w_ij x_j = Σ_{k kept} w_ik c_k` with `s_i = Σ_{in-image} w`, one
-//! sparse `n × n` system solved by sparse LU (faer) for all channels at once; then Gaussian noise
+//! sparse `n × n` system, symmetric positive definite, solved by sparse Cholesky (faer) for all channels at once; then Gaussian noise
 //! of standard deviation `noise` is added to the imputed values. Checked against pytorch-grad-cam's
 //! copy of the authors' imputer on the reference cases of kind `road_imputation`.
 
@@ -64,12 +64,26 @@ pub fn noisy_linear_imputation<M: MaskValue>(
         });
     }
     let removed: Vec<bool> = removed.iter().map(|m| m.is_object()).collect();
+    impute(image, &removed, channels, h, w, noise, seed)
+}
+
+/// [`noisy_linear_imputation`] after its checks, not generic: compiled (with faer's generic
+/// solver) in this crate's optimised profile rather than in every caller's.
+fn impute(
+    image: &[f32],
+    removed: &[bool],
+    channels: usize,
+    h: usize,
+    w: usize,
+    noise: f32,
+    seed: u64,
+) -> Result<Vec<f32>, FaithError> {
     let unknowns: Vec<usize> = (0..h * w).filter(|&i| removed[i]).collect();
     let mut out = image.to_vec();
     if unknowns.is_empty() {
         return Ok(out);
     }
-    check_every_group_touches_a_kept_pixel(&removed, h, w)?;
+    check_every_group_touches_a_kept_pixel(removed, h, w)?;
     let mut index = vec![usize::MAX; h * w];
     for (k, &p) in unknowns.iter().enumerate() {
         index[p] = k;
@@ -99,10 +113,13 @@ pub fn noisy_linear_imputation<M: MaskValue>(
     }
     let matrix = SparseColMat::<usize, f64>::try_new_from_triplets(n, n, &entries)
         .map_err(|e| singular(format!("cannot assemble the system: {e:?}")))?;
-    let lu = matrix
-        .sp_lu()
-        .map_err(|e| singular(format!("sparse LU failed: {e:?}")))?;
-    lu.solve_in_place(rhs.as_mut());
+    // The system is symmetric (w_ij = w_ji) and, since every group of removed pixels touches a
+    // kept one, irreducibly diagonally dominant: positive definite, so Cholesky applies (about
+    // twice as fast as LU with its column ordering on these grids).
+    let llt = matrix
+        .sp_cholesky(faer::Side::Lower)
+        .map_err(|e| singular(format!("sparse Cholesky failed: {e:?}")))?;
+    llt.solve_in_place(rhs.as_mut());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for c in 0..channels {
         for (row, &p) in unknowns.iter().enumerate() {

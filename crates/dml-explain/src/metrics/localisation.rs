@@ -40,6 +40,7 @@ pub fn relevance_mass_accuracy<T: Copy + Into<f64>, M: MaskValue>(
     if total == 0.0 {
         return Err(FaithError::ConstantMap {
             what: "map (zero mass)",
+            measure: "its relevance mass",
         });
     }
     let inside: f64 = map.iter().zip(&object).filter(|(_, o)| **o).map(|(v, _)| v).sum();

@@ -28,5 +28,5 @@ mod similarity;
 pub use complexity::{complexity, effective_complexity, sparseness};
 pub use imputation::{DIAGONAL_WEIGHT, EDGE_WEIGHT, noisy_linear_imputation};
 pub use localisation::{pointing_game, relevance_mass_accuracy, relevance_rank_accuracy, roc_auc, top_k_intersection};
-pub use road_curves::{RoadCurves, road_curves};
+pub use road_curves::{RoadCurves, relevance_order, road_curve, road_curves};
 pub use similarity::{SSIM_WINDOW, spearman, ssim};

@@ -112,6 +112,53 @@ pub fn road_curves<E>(
     })
 }
 
+/// The pixels of `map` (`[h, w]`, finite) most relevant first, ties ranked by position: the MoRF
+/// order of [`road_curves`] (reversed, its LeRF order) for [`road_curve`].
+pub fn relevance_order(map: &[f32], h: usize, w: usize) -> Result<Vec<usize>, FaithError> {
+    Ok(descending(&values("map", map, h, w)?))
+}
+
+/// The raw scores (not divided by `s0`) of `image` (`[3, h, w]`) with the first `round(f·h·w)`
+/// pixels of `order` (a permutation of `0..h·w`, most relevant first for MoRF) imputed by
+/// [`noisy_linear_imputation`], for every fraction, in ONE call `score(batch, n_fractions)`: one
+/// curve of [`road_curves`], for callers that share the random orders between several maps.
+///
+/// Errors: as [`road_curves`], and an `order` that is not a permutation of the pixels.
+#[allow(clippy::too_many_arguments)] // the image, the order, the fractions and the imputer's noise and seed.
+pub fn road_curve<E>(
+    image: &[f32],
+    h: usize,
+    w: usize,
+    order: &[usize],
+    fractions: &[f64],
+    noise: f32,
+    seed: u64,
+    score: &mut Scorer<'_, E>,
+) -> Result<Vec<f64>, DeletionError<E>> {
+    check_len("image", image.len(), 3, h, w)?;
+    check_road_fractions(fractions)?;
+    let mut seen = vec![false; h * w];
+    for &p in order {
+        if p >= h * w || std::mem::replace(&mut seen[p], true) {
+            return Err(FaithError::Parameter {
+                name: "order",
+                value: p as f64,
+                reason: format!("must be a permutation of the {} pixels", h * w),
+            }
+            .into());
+        }
+    }
+    if order.len() != h * w {
+        return Err(FaithError::Parameter {
+            name: "order",
+            value: order.len() as f64,
+            reason: format!("must be a permutation of the {} pixels", h * w),
+        }
+        .into());
+    }
+    curve(image, h, w, order, fractions, noise, seed, score)
+}
+
 /// The raw scores of `image` with the first `round(f·h·w)` pixels of `order` imputed, for every
 /// fraction, in one scorer call.
 #[allow(clippy::too_many_arguments)]

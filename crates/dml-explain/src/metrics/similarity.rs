@@ -32,7 +32,10 @@ pub fn spearman<T: Copy + Into<f64>>(a: &[T], b: &[T], h: usize, w: usize, magni
     }
     for (what, s) in [("first map", saa), ("second map", sbb)] {
         if s == 0.0 {
-            return Err(FaithError::ConstantMap { what });
+            return Err(FaithError::ConstantMap {
+                what,
+                measure: "the rank correlation",
+            });
         }
     }
     Ok(sab / (saa * sbb).sqrt())
@@ -67,6 +70,7 @@ pub fn ssim<T: Copy + Into<f64>>(a: &[T], b: &[T], h: usize, w: usize) -> Result
     if range == 0.0 {
         return Err(FaithError::ConstantMap {
             what: "both maps (data range 0)",
+            measure: "SSIM",
         });
     }
     let (c1, c2) = ((0.01 * range).powi(2), (0.03 * range).powi(2));
