@@ -428,6 +428,41 @@ impl BnInception {
         x
     }
 
+    /// `self` with the modules of stage `stage` taken from `other` (0: `conv1`; 1: the `conv2`
+    /// pair; 2: 3a–3b; 3: 3c–4d; 4: 4e–5b, as [`Self::forward_from`] groups them): one step of a
+    /// cascading parameter randomisation (Adebayo et al., NeurIPS 2018) when `other` holds fresh
+    /// weights.
+    ///
+    /// # Panics
+    /// When `stage` is not below [`Self::STAGE_NAMES`]`.len()`.
+    pub fn with_stage_from(mut self, stage: usize, other: &Self) -> Self {
+        match stage {
+            0 => self.conv1_7x7_s2 = other.conv1_7x7_s2.clone(),
+            1 => {
+                self.conv2_3x3_reduce = other.conv2_3x3_reduce.clone();
+                self.conv2_3x3 = other.conv2_3x3.clone();
+            }
+            2 => {
+                self.inception_3a = other.inception_3a.clone();
+                self.inception_3b = other.inception_3b.clone();
+            }
+            3 => {
+                self.inception_3c = other.inception_3c.clone();
+                self.inception_4a = other.inception_4a.clone();
+                self.inception_4b = other.inception_4b.clone();
+                self.inception_4c = other.inception_4c.clone();
+                self.inception_4d = other.inception_4d.clone();
+            }
+            4 => {
+                self.inception_4e = other.inception_4e.clone();
+                self.inception_5a = other.inception_5a.clone();
+                self.inception_5b = other.inception_5b.clone();
+            }
+            _ => panic!("BN-Inception has no stage {stage}"),
+        }
+        self
+    }
+
     /// Classifier logits `[B, num_classes]`: global average pooling of `inception_5b` (what
     /// Cadene's 7×7 average pool computes for a 224² input), then `last_linear`; `None` for a
     /// headless backbone.

@@ -12,6 +12,7 @@
 
 mod avsl;
 mod bn_inception;
+mod cascade;
 mod error;
 mod head;
 mod host_bn;

@@ -270,6 +270,27 @@ impl ResNet {
             .fold(map, |x, block| block.forward(x))
     }
 
+    /// `self` with stage `stage` (0: the stem's convolution and batch norm, 1–4: `layer1`–`layer4`)
+    /// taken from `other`, a ResNet of the same depth: one step of a cascading parameter
+    /// randomisation (Adebayo et al., NeurIPS 2018) when `other` holds fresh weights.
+    ///
+    /// # Panics
+    /// When `stage` is not below [`Self::STAGE_NAMES`]`.len()`.
+    pub fn with_stage_from(mut self, stage: usize, other: &Self) -> Self {
+        match stage {
+            0 => {
+                self.conv1 = other.conv1.clone();
+                self.bn1 = other.bn1.clone();
+            }
+            1 => self.layer1 = other.layer1.clone(),
+            2 => self.layer2 = other.layer2.clone(),
+            3 => self.layer3 = other.layer3.clone(),
+            4 => self.layer4 = other.layer4.clone(),
+            _ => panic!("ResNet has no stage {stage}"),
+        }
+        self
+    }
+
     /// Classifier logits `[B, num_classes]` (global average pooling of `layer4`, then
     /// `fc`), or `None` for a headless backbone.
     pub fn forward_logits(&self, images: Tensor<4>) -> Option<Tensor<2>> {

@@ -106,6 +106,18 @@ impl SmallCnn {
             .fold(map, |x, s| conv_bn(&s.conv, &s.bn, max_pool2d(&self.pool, x), true))
     }
 
+    /// `self` with stage `stage` (its convolution and batch norm) taken from `other`, a network of
+    /// the same widths: one step of a cascading parameter randomisation (Adebayo et al., *Sanity
+    /// Checks for Saliency Maps*, NeurIPS 2018) when `other` holds fresh weights.
+    ///
+    /// # Panics
+    /// When `stage` is not below [`Self::STAGE_NAMES`]`.len()`.
+    pub fn with_stage_from(mut self, stage: usize, other: &Self) -> Self {
+        assert!(stage < self.stages.len(), "the small CNN has no stage {stage}");
+        self.stages[stage] = other.stages[stage].clone();
+        self
+    }
+
     /// `[B, C, H, W]` → the four stage outputs, `[B, widths[s], H/2^s, W/2^s]`
     /// (floor division).
     pub fn forward_features(&self, images: Tensor<4>) -> FeatureMaps {
