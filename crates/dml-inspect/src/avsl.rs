@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use burn::tensor::{Tensor, TensorData};
 use dml_data::Pipeline;
 use dml_explain::avsl::certainty::certainty;
-use dml_explain::avsl::graph::{LevelInput, infer};
+use dml_explain::avsl::graph::{AvslGraph, LevelInput, infer};
 use dml_explain::render::{
     GridRow, PanelItem, PanelStyle, ValueRange, map_grid, panel, resize_bilinear, save_png_atomic,
 };
+use dml_models::AvslLevelOutput;
 use serde::Serialize;
 
 use dml_train::avsl_module::AvslModule;
@@ -124,16 +125,21 @@ pub struct AvslPair {
     pub strongest: Option<NodeReport>,
 }
 
-/// Runs the AVSL graph of `run` (its `module`) on the two images of `pair` (`[2, 3, H, W]`, the
-/// evaluation transform's output) and reads back the `top` nodes of every level (Zhang et al.,
-/// Eq. 9–11).
-pub fn avsl_pair(
-    run: &RunModel,
-    module: &AvslModule,
-    pair: &TupleImages,
-    top: usize,
-) -> Result<AvslPair, InspectError> {
-    let req_top = top;
+/// The AVSL graph of one pair and what it was inferred from.
+struct PairGraph {
+    /// Every level's embedder output for both images.
+    outputs: Vec<AvslLevelOutput>,
+    /// Every level's node certainties `η` `[2, R_l]`.
+    etas: Vec<Tensor<2>>,
+    /// The top-k edges between consecutive levels.
+    links: Vec<Tensor<2>>,
+    /// The inferred graph.
+    graph: AvslGraph,
+}
+
+/// Runs `run.model`'s backbone and the AVSL `module` on the two images of `pair` (`[2, 3, H, W]`)
+/// and infers their graph (Zhang et al., Eq. 9).
+fn pair_graph(run: &RunModel, module: &AvslModule, pair: &TupleImages) -> Result<PairGraph, InspectError> {
     let images = Tensor::<4>::from_data(
         TensorData::new(pair.values.clone(), [2, 3, pair.height, pair.width]),
         &run.device,
@@ -157,6 +163,57 @@ pub fn avsl_pair(
         })
         .collect();
     let graph = infer(&levels, &links, &module.reliability.regressions(), avsl.gamma).map_err(fail)?;
+    Ok(PairGraph {
+        outputs,
+        etas,
+        links,
+        graph,
+    })
+}
+
+/// AVSL's attribution-weighted CAM of the first image of `pair` (`[2, 3, H, W]`) explained against
+/// the second: `Σ_l Σ_j λ_lj · CAM_lj`, every level's node CAMs (`[R_l, h_l, w_l]`) weighted by the
+/// node's attribution `λ` (Eq. 10–11) and upsampled bilinearly to `[H, W]`. Where `d̂ = Σ λ ⊙ δ`
+/// (Property 1), the map shows where the nodes that carry the pair's distance look.
+pub fn avsl_attribution_map(run: &RunModel, module: &AvslModule, pair: &TupleImages) -> Result<Vec<f32>, InspectError> {
+    let PairGraph {
+        outputs, links, graph, ..
+    } = pair_graph(run, module, pair)?;
+    let lambda: Vec<Vec<f32>> = graph.attribution(&links).into_iter().map(values).collect();
+    let (h, w) = (pair.height, pair.width);
+    let mut map = vec![0.0f32; h * w];
+    for (output, lambda) in outputs.iter().zip(&lambda) {
+        let [_, r, lh, lw] = output.cam.dims();
+        let cams = values(output.cam.clone().narrow(0, 0, 1));
+        let mut level = vec![0.0f32; lh * lw];
+        for (j, weight) in lambda.iter().enumerate().take(r) {
+            for (m, c) in level.iter_mut().zip(&cams[j * lh * lw..(j + 1) * lh * lw]) {
+                *m += weight * c;
+            }
+        }
+        for (m, u) in map.iter_mut().zip(resize_bilinear(&level, lh, lw, h, w)?) {
+            *m += u;
+        }
+    }
+    Ok(map)
+}
+
+/// Runs the AVSL graph of `run` (its `module`) on the two images of `pair` (`[2, 3, H, W]`, the
+/// evaluation transform's output) and reads back the `top` nodes of every level (Zhang et al.,
+/// Eq. 9–11).
+pub fn avsl_pair(
+    run: &RunModel,
+    module: &AvslModule,
+    pair: &TupleImages,
+    top: usize,
+) -> Result<AvslPair, InspectError> {
+    let req_top = top;
+    let PairGraph {
+        outputs,
+        etas,
+        links,
+        graph,
+    } = pair_graph(run, module, pair)?;
     let attribution = graph.attribution(&links);
     let recomposed = values(graph.recomposed(&attribution))[0];
     let lambda: Vec<Vec<f32>> = attribution.into_iter().map(values).collect();

@@ -2,7 +2,6 @@
 //! set's object masks (pointing game, IoU, next to a centre prior) and its deletion curves against
 //! random erasure, over random test triplets.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use burn::module::Module;
@@ -14,12 +13,13 @@ use dml_explain::faithfulness::{
 };
 use dml_explain::{AlphaMethod, SimilarityAttention, TupleKind, similarity_attention, upsample_bilinear};
 use dml_train::{Progress, RunRef, data};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::Serialize;
 
 use crate::attention::{explained_stage, similarity_method};
 use crate::error::InspectError;
 use crate::io::{load_images, values, write_json};
+use crate::triplets::{classes_with_pairs, draw_triplet};
 
 /// What `train explain faithfulness` is asked to do.
 #[derive(Debug, Clone)]
@@ -70,43 +70,19 @@ fn transformed_mask(
     geometry: &Pipeline,
 ) -> Result<Vec<bool>, InspectError> {
     let path = dml_datasets::synth::mask_path(&manifest.root, &record.path);
-    let mask = dml_datasets::synth::read_mask(&path)?;
+    Ok(mask_through(dml_datasets::synth::read_mask(&path)?, geometry))
+}
+
+/// A mask (`> 127` object, e.g. [`dml_datasets::synth::read_mask`]'s) through the geometry of an
+/// evaluation transform (`geometry`: its resize and crop, with identity normalisation), as a
+/// boolean map of the network input's size.
+pub(crate) fn mask_through(mask: image::GrayImage, geometry: &Pipeline) -> Vec<bool> {
     let rgb = image::DynamicImage::ImageLuma8(mask).to_rgb8();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let values = geometry.apply(&rgb, &mut rng);
     let plane = values.len() / 3;
     // Resampling blends the mask's edge; a pixel is object when most of it was.
-    Ok(values[..plane].iter().map(|&v| v >= 0.5).collect())
-}
-
-/// The images of `indices` by class, keeping the classes with at least two images (a triplet's
-/// anchor and positive).
-fn classes_with_pairs(manifest: &Manifest, indices: &[usize]) -> BTreeMap<u32, Vec<usize>> {
-    let mut m: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for &i in indices {
-        m.entry(manifest.records[i].class_id).or_default().push(i);
-    }
-    m.retain(|_, v| v.len() >= 2);
-    m
-}
-
-/// A random triplet (anchor, positive, negative) of manifest indices: two distinct images of one
-/// class and one image of another.
-fn draw_triplet(rng: &mut impl Rng, by_class: &BTreeMap<u32, Vec<usize>>, classes: &[u32]) -> [usize; 3] {
-    let ci = rng.random_range(0..classes.len());
-    let mut cj = rng.random_range(0..classes.len() - 1);
-    if cj >= ci {
-        cj += 1;
-    }
-    let same = &by_class[&classes[ci]];
-    let other = &by_class[&classes[cj]];
-    let a = same[rng.random_range(0..same.len())];
-    let mut p = same[rng.random_range(0..same.len() - 1)];
-    if p == a {
-        p = same[same.len() - 1];
-    }
-    let n = other[rng.random_range(0..other.len())];
-    [a, p, n]
+    values[..plane].iter().map(|&v| v >= 0.5).collect()
 }
 
 /// Pointing game and IoU of the attention against the synthetic set's object masks (next to the

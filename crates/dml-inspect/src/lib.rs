@@ -5,6 +5,8 @@
 //! - [`faithfulness`]: its localisation against the synthetic set's object masks and its
 //!   deletion curves, next to a centre prior and random erasure;
 //! - [`avsl`]: AVSL's similarity graph of two images (Zhang et al.);
+//! - [`benchmark`]: every explanation method scored against ground truth, the model itself and
+//!   sanity baselines, side by side;
 //! - [`report`]: every method side by side for a pair or a query, as one HTML page;
 //! - [`analyze`]: Kobs et al.'s comparison of the features of several runs.
 //!
@@ -15,9 +17,11 @@
 pub mod analyze;
 pub mod attention;
 pub mod avsl;
+pub mod benchmark;
 pub mod error;
 pub mod faithfulness;
 pub mod io;
 pub mod report;
+mod triplets;
 
 pub use error::InspectError;

@@ -101,6 +101,11 @@ fn spec(page: &str) -> Spec {
                     to: "--triplets 4",
                     why: "fewer triplets",
                 },
+                Substitution {
+                    from: "--pairs 100",
+                    to: "--pairs 2 --randomisation-pairs 1 --samples 4",
+                    why: "fewer pairs, cascade pairs and SmoothGrad samples",
+                },
             ],
             extra: &[],
         },
@@ -273,6 +278,9 @@ fn check_explaining(run: &Run) {
         "runs/default/explain/query-report/report.html",
         "out/avsl/avsl.json",
         "out/avsl/avsl_summary.png",
+        "out/benchmark/benchmark.md",
+        "out/benchmark/benchmark.json",
+        "out/benchmark/benchmark.png",
     ] {
         assert!(run.path(file).is_file(), "{file} missing after {:?}", lines(run));
     }

@@ -1,4 +1,4 @@
-//! `train explain attention|faithfulness|avsl|report`: one module per explanation command, each
+//! `train explain attention|faithfulness|avsl|report|benchmark`: one module per explanation command, each
 //! with its arguments and what it prints.
 
 use clap::Subcommand;
@@ -7,6 +7,7 @@ use crate::terminal::Terminal;
 
 mod attention;
 mod avsl;
+mod benchmark;
 mod faithfulness;
 mod report;
 
@@ -32,6 +33,12 @@ pub enum ExplainCommand {
     /// (`--query IMAGE`) its top retrievals by global distance, DIML re-ranking and AVSL, each hit
     /// linked to its pair view.
     Report(report::ReportArgs),
+    /// Every method the run supports and four baselines (uniform, random, centre prior, edges)
+    /// scored on N same-class and N different-class test pairs: localisation against the object
+    /// masks, complexity, ROAD's curves of the pair similarity, part-level faithfulness through
+    /// counterfactual renders (parts set), partner sensitivity and cascading randomisation; writes
+    /// benchmark.md, benchmark.json and benchmark.png.
+    Benchmark(benchmark::BenchmarkArgs),
 }
 
 /// Runs one explanation command.
@@ -42,5 +49,6 @@ pub fn run(command: &ExplainCommand) -> anyhow::Result<()> {
         ExplainCommand::Faithfulness(args) => faithfulness::run(args, &progress),
         ExplainCommand::Avsl(args) => avsl::run(args, &progress),
         ExplainCommand::Report(args) => report::run(args, &progress),
+        ExplainCommand::Benchmark(args) => benchmark::run(args, &progress),
     }
 }
