@@ -79,8 +79,8 @@ mod tests {
         let (e, maps) = m.forward_with_features(x);
         maps.stages
             .into_iter()
-            .map(|t| t.into_data().to_vec::<f32>().unwrap())
-            .chain(std::iter::once(e.into_data().to_vec::<f32>().unwrap()))
+            .map(|t| t.into_data().try_to_vec::<f32>().unwrap())
+            .chain(std::iter::once(e.into_data().try_to_vec::<f32>().unwrap()))
             .collect()
     }
 

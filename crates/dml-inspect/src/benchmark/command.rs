@@ -25,7 +25,7 @@ use super::scores::{
     RoadSettings, complexity_of, localisation, map_similarity, part_faithfulness, positive, road, road_reference,
     shares,
 };
-use super::summary::{Cell, markdown_randomisation, markdown_table, randomisation_table, table};
+use super::summary::{CascadeTable, Table, markdown_randomisation, markdown_table, randomisation_table, table};
 use super::types::{METRICS, Metric, PairRecord, RandomisationRecord, Scores};
 use crate::error::InspectError;
 use crate::io::{TupleImages, load_images, values, write_json};
@@ -69,11 +69,11 @@ pub struct RunBenchmark {
     /// The methods run, then the baselines: the table's rows.
     pub rows: Vec<String>,
     /// Row → metric → mean and 95 % interval over the pairs.
-    pub table: BTreeMap<String, BTreeMap<String, Cell>>,
+    pub table: Table,
     /// The cascade's steps: what is fresh at each (`head`, then down to each stage).
     pub cascade_steps: Vec<String>,
     /// Row → per step, `spearman` and `ssim` with the trained model's map.
-    pub randomisation: BTreeMap<String, Vec<(String, BTreeMap<String, Cell>)>>,
+    pub randomisation: CascadeTable,
     /// Every pair's scores.
     pub pairs: Vec<PairRecord>,
     /// Every cascade step's comparisons.
@@ -105,6 +105,14 @@ pub struct BenchmarkReport {
     pub smoothgrad_samples: usize,
     /// Every run.
     pub runs: Vec<RunBenchmark>,
+}
+
+/// A same-class pair kept for the randomisation test: its images, the trained model's maps and its
+/// seed.
+struct Kept {
+    tuple: TupleImages,
+    maps: Vec<(String, Vec<f32>)>,
+    seed: u64,
 }
 
 /// The similarity every map explains, and every curve scores.
@@ -250,7 +258,7 @@ fn run_benchmark(
 
     let mut pairs = Vec::with_capacity(2 * req.pairs);
     let mut examples = Vec::new();
-    let mut kept: Vec<(TupleImages, Vec<(String, Vec<f32>)>, u64)> = Vec::new();
+    let mut kept: Vec<Kept> = Vec::new();
     let bar = progress.bar(req.pairs, "benchmark");
     for (t, triplet) in triplets.iter().enumerate() {
         let query = &manifest.records[triplet[0]];
@@ -287,7 +295,11 @@ fn run_benchmark(
                 });
             }
             if relation == 0 && t < req.randomisation_pairs {
-                kept.push((tuple, maps.clone(), seed));
+                kept.push(Kept {
+                    tuple,
+                    maps: maps.clone(),
+                    seed,
+                });
             }
             query_maps.push(maps);
         }
@@ -535,7 +547,7 @@ fn score_pair(
 fn randomisation(
     methods: &Methods,
     selected: &[String],
-    kept: &[(TupleImages, Vec<(String, Vec<f32>)>, u64)],
+    kept: &[Kept],
     req: &BenchmarkRequest,
     progress: &dyn Progress,
 ) -> Result<(Vec<String>, Vec<RandomisationRecord>), InspectError> {
@@ -554,7 +566,15 @@ fn randomisation(
             selected,
             &req.settings,
         )?;
-        for (i, (tuple, trained, seed)) in kept.iter().enumerate() {
+        for (
+            i,
+            Kept {
+                tuple,
+                maps: trained,
+                seed,
+            },
+        ) in kept.iter().enumerate()
+        {
             let maps = all_maps(&step_methods, tuple, *seed)?;
             let mut scores = BTreeMap::new();
             for ((name, a), (_, b)) in trained.iter().zip(&maps) {

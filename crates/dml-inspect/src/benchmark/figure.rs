@@ -9,7 +9,7 @@ use dml_explain::render::{GridRow, RenderError, draw_text, map_grid, text_height
 use image::{Rgb, RgbImage};
 
 use super::scores::min_max;
-use super::summary::Cell;
+use super::summary::Table;
 
 const WHITE: Rgb<u8> = Rgb([255, 255, 255]);
 const BLACK: Rgb<u8> = Rgb([0, 0, 0]);
@@ -41,7 +41,7 @@ pub(super) fn run_block(
     title: &str,
     columns: &[String],
     rows: &[ExampleRow],
-    table: &BTreeMap<String, BTreeMap<String, Cell>>,
+    table: &Table,
     last_step: &BTreeMap<String, Option<f64>>,
 ) -> Result<RgbImage, RenderError> {
     let normalised: Vec<Vec<Vec<f32>>> = rows
@@ -66,11 +66,13 @@ pub(super) fn run_block(
             .enumerate()
             .map(|(i, r)| format!("row {}: query {}", i + 1, r.label)),
     );
+    lines.push("part: part-level faithfulness (Spearman); partner: Spearman of the maps against".into());
+    lines.push("the positive and the negative; rand rho: Spearman with the trained map, all weights fresh".into());
     let mut header = format!("{:<18}", "mean over pairs");
     for (_, short) in HEADLINES {
         header.push_str(&format!("{short:>9}"));
     }
-    header.push_str(&format!("{:>9}", "random."));
+    header.push_str(&format!("{:>10}", "rand rho"));
     lines.push(header);
     for c in columns {
         let mut line = format!("{c:<18}");
@@ -79,7 +81,7 @@ pub(super) fn run_block(
             line.push_str(&format!("{:>9}", v.map_or("n/a".into(), |v| format!("{v:.3}"))));
         }
         let r = last_step.get(c).copied().flatten();
-        line.push_str(&format!("{:>9}", r.map_or("n/a".into(), |v| format!("{v:.3}"))));
+        line.push_str(&format!("{:>10}", r.map_or("n/a".into(), |v| format!("{v:.3}"))));
         lines.push(line);
     }
     let text_w = lines.iter().map(|l| text_width(l, 1)).max().unwrap_or(0) + 16;

@@ -23,5 +23,5 @@ pub use baselines::{BASELINES, baseline_map};
 pub use command::{BenchmarkReport, BenchmarkRequest, RunBenchmark, benchmark};
 pub use methods::MethodSettings;
 pub use scores::RoadSettings;
-pub use summary::Cell;
+pub use summary::{CascadeTable, Cell, Row, Table};
 pub use types::{METRICS, Metric, PairRecord, RANDOMISATION_METRICS, RandomisationRecord, Scores, TOP_K_FRACTION};

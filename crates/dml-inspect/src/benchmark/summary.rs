@@ -8,6 +8,15 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::types::{METRICS, PairRecord, RANDOMISATION_METRICS, RandomisationRecord, Scores};
 
+/// Metric (or measure) → cell: one row of a table.
+pub type Row = BTreeMap<String, Cell>;
+
+/// Method → its row.
+pub type Table = BTreeMap<String, Row>;
+
+/// Method → per cascade step, the step's name and its row.
+pub type CascadeTable = BTreeMap<String, Vec<(String, Row)>>;
+
 /// One cell of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cell {
@@ -75,7 +84,7 @@ fn cell<'a>(scores: impl Iterator<Item = &'a Scores>, metric: &str) -> Cell {
 }
 
 /// Method → metric → cell, over every pair of `pairs`.
-pub fn table(methods: &[String], pairs: &[PairRecord]) -> BTreeMap<String, BTreeMap<String, Cell>> {
+pub fn table(methods: &[String], pairs: &[PairRecord]) -> Table {
     methods
         .iter()
         .map(|m| {
@@ -94,11 +103,7 @@ pub fn table(methods: &[String], pairs: &[PairRecord]) -> BTreeMap<String, BTree
 }
 
 /// Method → step → measure → cell, over every pair of the cascade.
-pub fn randomisation_table(
-    methods: &[String],
-    steps: &[String],
-    records: &[RandomisationRecord],
-) -> BTreeMap<String, Vec<(String, BTreeMap<String, Cell>)>> {
+pub fn randomisation_table(methods: &[String], steps: &[String], records: &[RandomisationRecord]) -> CascadeTable {
     methods
         .iter()
         .map(|m| {
@@ -125,7 +130,7 @@ pub fn randomisation_table(
 
 /// The markdown table: a row per method (then the baselines), a column per metric; `n/a` cells
 /// are explained below it, once per reason.
-pub fn markdown_table(methods: &[String], table: &BTreeMap<String, BTreeMap<String, Cell>>) -> String {
+pub fn markdown_table(methods: &[String], table: &Table) -> String {
     let mut out = String::from("| method |");
     for m in &METRICS {
         out.push_str(&format!(" {} |", m.name));
@@ -160,11 +165,7 @@ pub fn markdown_table(methods: &[String], table: &BTreeMap<String, BTreeMap<Stri
 
 /// The randomisation table in markdown: a row per method, a column per cascade step, each cell
 /// `Spearman / SSIM` with the trained model's map.
-pub fn markdown_randomisation(
-    methods: &[String],
-    steps: &[String],
-    table: &BTreeMap<String, Vec<(String, BTreeMap<String, Cell>)>>,
-) -> String {
+pub fn markdown_randomisation(methods: &[String], steps: &[String], table: &CascadeTable) -> String {
     let mut out = String::from("| method |");
     for s in steps {
         out.push_str(&format!(" {s} |"));
