@@ -243,4 +243,58 @@ fn bad_requests_are_one_error_and_leave_earlier_output() {
     let o = explain(&["benchmark", "--run", s(&runs.path().join("nope")), "--out", s(&out)]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("nope"), "{}", stderr(&o));
+
+    // A set without masks: the run evaluated on a copy of its set without `masks/` runs, with
+    // the mask and part columns not available and saying why.
+    let bare = runs.path().join("bare-set");
+    std::fs::create_dir_all(bare.join("images")).unwrap();
+    let set = common::data_root().join("synth-n300-s32");
+    std::fs::copy(set.join("manifest.csv"), bare.join("manifest.csv")).unwrap();
+    for e in std::fs::read_dir(set.join("images")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), bare.join("images").join(e.file_name())).unwrap();
+    }
+    let bare_run = runs.path().join("bare-run");
+    copy_dir(&run, &bare_run);
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    let manifest = common::toml_string(&bare.join("manifest.csv"));
+    let config = config.replace("dataset = \"synth\"", &format!("dataset = {manifest}"));
+    std::fs::write(bare_run.join("config.toml"), config).unwrap();
+    let o = explain(&[
+        "benchmark",
+        "--run",
+        s(&bare_run),
+        "--pairs",
+        "2",
+        "--randomisation-pairs",
+        "0",
+        "--samples",
+        "2",
+        "--method",
+        "smoothgrad",
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(out.join("benchmark.md")).unwrap();
+    assert!(
+        md.contains("| smoothgrad |") && !md.contains("| attention_stage4 |"),
+        "{md}"
+    );
+    assert!(md.contains("pointing, mass, rank, auc, top_k: the set"), "{md}");
+    assert!(md.contains("has no object masks"), "{md}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("benchmark.json")).unwrap()).unwrap();
+    assert!(report["runs"][0]["table"]["smoothgrad"]["road"]["mean"].is_f64());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
 }
