@@ -490,6 +490,24 @@ impl BnInception {
         weights::load(self, path, WeightFormat::of(path)?, &CADENE_KEYS, allow_missing)
     }
 
+    /// The weights in Cadene's `bninception` layout as a safetensors file, the first convolution
+    /// turned back to BGR input (the inverse of the import's [`Self::swap_input_channels`]).
+    pub fn save_cadene(&self, path: &Path) -> Result<(), ModelError> {
+        let tensors = weights::pytorch_tensors(&self.clone().swap_input_channels(), CADENE_KEYS.to_file)?;
+        weights::write_safetensors(path, &tensors)
+    }
+
+    /// [`BnInception::load_weights`] of the keys under `prefix` (e.g. `trunk.`); every other key
+    /// is reported as unused.
+    pub fn load_weights_prefixed(
+        &mut self,
+        path: &Path,
+        prefix: &str,
+        allow_missing: bool,
+    ) -> Result<LoadReport, ModelError> {
+        weights::load_prefixed(self, path, WeightFormat::of(path)?, &CADENE_KEYS, prefix, allow_missing)
+    }
+
     /// Reverses the input channels of the first convolution, so that a model loaded from
     /// Cadene's BGR weights takes RGB images, as this workspace's data pipeline produces them:
     /// `W[:, c] ← W[:, 2 − c]` of `conv1_7x7_s2` `[64, 3, 7, 7]`. With the data normalisation set

@@ -101,6 +101,27 @@ impl EmbeddingHead {
         })
     }
 
+    /// Writes the projection as an `nn.Linear` `state_dict` (`weight` `[D, C]`, `bias` `[D]`) in a
+    /// safetensors file, the layout [`EmbeddingHead::from_weights`] reads.
+    pub fn save_linear(&self, path: &std::path::Path) -> Result<(), ModelError> {
+        let read = |t: burn::tensor::TensorData, what: &str| {
+            t.convert::<f32>()
+                .try_to_vec::<f32>()
+                .map_err(|e| ModelError::Config(format!("reading the head's {what}: {e:?}")))
+        };
+        let weight = self.weight().transpose();
+        let [d, c] = weight.dims();
+        let bias = match self.bias() {
+            Some(b) => read(b.into_data(), "bias")?,
+            None => vec![0.0; d],
+        };
+        let tensors = [
+            crate::weights::Named::f32("weight".into(), vec![d, c], &read(weight.into_data(), "weight")?),
+            crate::weights::Named::f32("bias".into(), vec![d], &bias),
+        ];
+        crate::weights::write_safetensors(path, &tensors)
+    }
+
     /// The pooling of the last feature map.
     pub fn pooling(&self) -> Pooling {
         self.pooling

@@ -34,4 +34,4 @@ pub use head::{EmbeddingHead, EmbeddingHeadConfig, Pooling, first_max_mask};
 pub use model::{Backbone, BackboneConfig, EmbeddingModel, EmbeddingModelConfig};
 pub use resnet::{BlockKind, FeatureMaps, ResNet, ResNetConfig};
 pub use small_cnn::{SmallCnn, SmallCnnConfig};
-pub use weights::LoadReport;
+pub use weights::{LoadReport, read_keys, read_tensors};

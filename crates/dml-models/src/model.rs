@@ -144,6 +144,37 @@ impl Backbone {
         }
     }
 
+    /// Loads a finished model's trunk: the keys under `prefix` (`""` for a trunk saved alone) of a
+    /// torchvision-layout file (ResNet) or Cadene's (BN-Inception, whose first convolution is then
+    /// turned to RGB input as in [`Backbone::load_pretrained`]). Every parameter must be there;
+    /// keys the backbone has no place for (`fc.*`, another prefix) are reported as unused.
+    pub fn load_trunk(&mut self, path: &Path, prefix: &str) -> Result<LoadReport, ModelError> {
+        match self {
+            Self::ResNet(m) => m.load_weights_prefixed(path, prefix, false),
+            Self::BnInception(m) => {
+                let report = m.load_weights_prefixed(path, prefix, false)?;
+                *m = m.clone().swap_input_channels();
+                Ok(report)
+            }
+            Self::SmallCnn(_) => Err(ModelError::Config(format!(
+                "trunk {} given for the small CNN, which has no PyTorch layout",
+                path.display()
+            ))),
+        }
+    }
+
+    /// Writes the trunk in its PyTorch layout as a safetensors file, the inverse of
+    /// [`Backbone::load_trunk`]: torchvision's for a ResNet, Cadene's (BGR input) for BN-Inception.
+    pub fn save_trunk(&self, path: &Path) -> Result<(), ModelError> {
+        match self {
+            Self::ResNet(m) => m.save_torchvision(path),
+            Self::BnInception(m) => m.save_cadene(path),
+            Self::SmallCnn(_) => Err(ModelError::Config(
+                "the small CNN has no PyTorch counterpart to export its weights to".into(),
+            )),
+        }
+    }
+
     /// Freezes every batch-norm layer (see [`ResNet::freeze_batchnorm`]).
     pub fn freeze_batchnorm(self) -> Self {
         match self {

@@ -325,6 +325,32 @@ impl ResNet {
         weights::load(self, path, WeightFormat::of(path)?, &TORCHVISION_KEYS, allow_missing)
     }
 
+    /// The weights as a torchvision `state_dict` in a safetensors file (`fc` absent: a trunk with
+    /// `fc = Identity`), which `torchvision.models.resnet18(); model.fc = Identity();
+    /// model.load_state_dict(safetensors.torch.load_file(path))` takes as it is.
+    pub fn save_torchvision(&self, path: &Path) -> Result<(), ModelError> {
+        let tensors = weights::pytorch_tensors(self, torchvision_name)?;
+        weights::write_safetensors(path, &tensors)
+    }
+
+    /// [`ResNet::load_weights`] of the keys under `prefix` (e.g. `trunk.` of a whole
+    /// pytorch-metric-learning model); every other key is reported as unused.
+    pub fn load_weights_prefixed(
+        &mut self,
+        path: &Path,
+        prefix: &str,
+        allow_missing: bool,
+    ) -> Result<LoadReport, ModelError> {
+        weights::load_prefixed(
+            self,
+            path,
+            WeightFormat::of(path)?,
+            &TORCHVISION_KEYS,
+            prefix,
+            allow_missing,
+        )
+    }
+
     /// Freezes every batch-norm layer: running statistics are used and no longer
     /// updated, and the affine parameters receive no gradient (the "frozen BN" of the
     /// DML papers' training recipes, e.g. Proxy-Anchor and DIML).

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use burn::store::burn_pack::Tensor as PackTensor;
 use burn::store::{
-    ApplyError, ChainAdapter, ModuleAdapter, ModuleContext, ModuleSnapshot, ModuleStore, PyTorchToBurnAdapter,
-    PytorchStore, SafetensorsStore, bridge,
+    ApplyError, BurnToPyTorchAdapter, ChainAdapter, ModuleAdapter, ModuleContext, ModuleSnapshot, ModuleStore,
+    PyTorchToBurnAdapter, PytorchStore, SafetensorsStore, bridge,
 };
 use burn::tensor::{Shape, TensorData};
 
@@ -78,6 +78,20 @@ pub(crate) fn load<M: ModuleSnapshot>(
     layout: &KeyLayout,
     allow_missing: bool,
 ) -> Result<LoadReport, ModelError> {
+    load_prefixed(module, path, format, layout, "", allow_missing)
+}
+
+/// [`load`] of the keys that start with `prefix` (removed before `layout` maps them): one part of
+/// a file that holds several (`trunk.` and `embedder.` of a pytorch-metric-learning model saved
+/// whole). Keys without the prefix are reported as unused under their own names.
+pub(crate) fn load_prefixed<M: ModuleSnapshot>(
+    module: &mut M,
+    path: &Path,
+    format: WeightFormat,
+    layout: &KeyLayout,
+    prefix: &str,
+    allow_missing: bool,
+) -> Result<LoadReport, ModelError> {
     if !path.is_file() {
         return Err(ModelError::Read {
             path: path.to_path_buf(),
@@ -102,7 +116,11 @@ pub(crate) fn load<M: ModuleSnapshot>(
     let tensors: Vec<PackTensor> = tensors
         .into_iter()
         .map(|mut tensor| {
-            let model_path = (layout.to_model)(&tensor.name);
+            let model_path = match tensor.name.strip_prefix(prefix) {
+                Some(key) => (layout.to_model)(key),
+                // No model path starts with a space: the tensor stays unused, under its own key.
+                None => format!(" {}", tensor.name),
+            };
             file_key_of.insert(model_path.clone(), std::mem::replace(&mut tensor.name, model_path));
             tensor
         })
@@ -148,6 +166,132 @@ pub(crate) fn load<M: ModuleSnapshot>(
         missing,
         unused,
     })
+}
+
+/// Every tensor of the weight file at `path` (`.pth`/`.pt`/`.bin` as `torch.save` writes a
+/// `state_dict`, or `.safetensors`) whose key `keep` accepts: its key, shape and values as `f32`,
+/// sorted by key. For small modules read whole (an embedder); a backbone is loaded by its own
+/// `load_weights`.
+pub fn read_tensors(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<(String, TensorData)>, ModelError> {
+    if !path.is_file() {
+        return Err(ModelError::Read {
+            path: path.to_path_buf(),
+            message: "no such file".into(),
+        });
+    }
+    let read_error = |message: String| ModelError::Read {
+        path: path.to_path_buf(),
+        message,
+    };
+    let tensors = match WeightFormat::of(path)? {
+        WeightFormat::Pytorch => all_tensors(PytorchStore::from_file(path).map_indices_contiguous(false)),
+        WeightFormat::Safetensors => all_tensors(SafetensorsStore::from_file(path)),
+    }
+    .map_err(read_error)?;
+    let mut out = Vec::new();
+    for t in tensors.iter().filter(|t| keep(&t.name)) {
+        let data = bridge::to_data(t)
+            .map_err(|e| read_error(format!("{}: {e}", t.name)))?
+            .convert::<f32>();
+        out.push((t.name.clone(), data));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// The keys of every tensor of the weight file at `path`, sorted (shapes and values stay unread).
+pub fn read_keys(path: &Path) -> Result<Vec<String>, ModelError> {
+    if !path.is_file() {
+        return Err(ModelError::Read {
+            path: path.to_path_buf(),
+            message: "no such file".into(),
+        });
+    }
+    let tensors = match WeightFormat::of(path)? {
+        WeightFormat::Pytorch => all_tensors(PytorchStore::from_file(path).map_indices_contiguous(false)),
+        WeightFormat::Safetensors => all_tensors(SafetensorsStore::from_file(path)),
+    }
+    .map_err(|message| ModelError::Read {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    let mut keys: Vec<String> = tensors.into_iter().map(|t| t.name).collect();
+    keys.sort();
+    Ok(keys)
+}
+
+/// One tensor to write: its key, shape and values.
+pub(crate) struct Named {
+    /// The key in the file.
+    pub(crate) key: String,
+    /// Its shape (`[]` for a scalar).
+    pub(crate) shape: Vec<usize>,
+    /// Little-endian bytes of `dtype`.
+    pub(crate) bytes: Vec<u8>,
+    /// `F32` or `I64`.
+    pub(crate) dtype: safetensors::Dtype,
+}
+
+impl Named {
+    /// An `f32` tensor.
+    pub(crate) fn f32(key: String, shape: Vec<usize>, values: &[f32]) -> Self {
+        Self {
+            key,
+            shape,
+            bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            dtype: safetensors::Dtype::F32,
+        }
+    }
+}
+
+/// Writes `tensors` as a safetensors file at `path`, staged and renamed into place.
+pub(crate) fn write_safetensors(path: &Path, tensors: &[Named]) -> Result<(), ModelError> {
+    let write_error = |message: String| ModelError::Read {
+        path: path.to_path_buf(),
+        message,
+    };
+    let views = tensors
+        .iter()
+        .map(|t| {
+            safetensors::tensor::TensorView::new(t.dtype, t.shape.clone(), &t.bytes)
+                .map(|v| (t.key.clone(), v))
+                .map_err(|e| write_error(format!("{}: {e}", t.key)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let bytes = safetensors::serialize(views, None).map_err(|e| write_error(e.to_string()))?;
+    let staged = path.with_extension("safetensors.partial");
+    std::fs::write(&staged, bytes).map_err(|e| write_error(e.to_string()))?;
+    std::fs::rename(&staged, path).map_err(|e| write_error(e.to_string()))
+}
+
+/// `module`'s tensors in PyTorch's conventions (linear weights `[out, in]`, batch norm's
+/// `weight`/`bias`/`running_mean`/`running_var`, plus the `num_batches_tracked` counter PyTorch
+/// keeps, as 0) under the file keys `to_file` gives, sorted: the inverse of [`load`].
+pub(crate) fn pytorch_tensors<M: ModuleSnapshot>(
+    module: &M,
+    to_file: fn(&str) -> String,
+) -> Result<Vec<Named>, ModelError> {
+    let mut out = Vec::new();
+    for t in module.collect(None, Some(Box::new(BurnToPyTorchAdapter)), false) {
+        let data = bridge::to_data(&t)
+            .map_err(|e| ModelError::Config(format!("reading {}: {e}", t.name)))?
+            .convert::<f32>();
+        let values = data
+            .try_to_vec::<f32>()
+            .map_err(|e| ModelError::Config(format!("reading {}: {e:?}", t.name)))?;
+        let key = to_file(&t.name);
+        if let Some(stem) = key.strip_suffix(".running_mean") {
+            out.push(Named {
+                key: format!("{stem}.num_batches_tracked"),
+                shape: Vec::new(),
+                bytes: 0i64.to_le_bytes().to_vec(),
+                dtype: safetensors::Dtype::I64,
+            });
+        }
+        out.push(Named::f32(key, t.shape.to_vec(), &values));
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
 }
 
 /// Every tensor of a store, by value (their bytes stay unread until applied).
