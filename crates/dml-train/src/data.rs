@@ -147,10 +147,15 @@ pub fn train_transform(data: &DataConfig) -> TransformConfig {
     }
 }
 
-/// The evaluation transform: the shorter side resized to the input size, centre crop.
+/// The evaluation transform: the shorter side resized to `data.eval_resize` (the input size when
+/// 0), centre crop of the input size.
 pub fn eval_transform(data: &DataConfig) -> TransformConfig {
     TransformConfig {
-        resize: Some(data.image_size),
+        resize: Some(if data.eval_resize == 0 {
+            data.image_size
+        } else {
+            data.eval_resize
+        }),
         crop: Crop::Center { size: data.image_size },
         mean: data.mean,
         std: data.std,

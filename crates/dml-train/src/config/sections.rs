@@ -16,6 +16,10 @@ dml_config::config! {
         pub root: PathBuf = "data".into(),
         /// Network input side in pixels.
         pub image_size: u32 = 48,
+        /// Evaluation: the side the shorter image side is resized to before the centre crop of
+        /// `image_size` (0: `image_size` itself, no margin). PyTorch's usual evaluation transform
+        /// (pytorch-metric-learning's, torchvision's) resizes to `round(image_size · 256 / 224)`.
+        pub eval_resize: u32 = 0,
         /// Random-resized-crop and flip for training.
         pub augment: bool = true,
         /// Hold out the last N training classes as `val` (0: keep the manifest's splits).

@@ -32,6 +32,15 @@ impl TrainConfig {
                 format!("{} is too small (at least 8)", self.data.image_size),
             );
         }
+        if self.data.eval_resize != 0 && self.data.eval_resize < self.data.image_size {
+            return fail(
+                "data.eval_resize",
+                format!(
+                    "{} is below data.image_size {}: the centre crop needs a side at least that long (0: the image size)",
+                    self.data.eval_resize, self.data.image_size
+                ),
+            );
+        }
         if !self.data.std.iter().all(|s| s.is_finite() && *s > 0.0) {
             return fail("data.std", format!("{:?} must be positive and finite", self.data.std));
         }
