@@ -8,7 +8,10 @@
 //! - [`data`]: the dataset of a run (prepared on first use) and its splits;
 //! - [`training`]: the loop ([`train`]) with DIML, similarity mining and AVSL in the loss;
 //! - [`retrieval`] and [`evaluation`]: embedding a split, scoring retrieval (with DIML or AVSL
-//!   re-ranking), the `eval` request and the `.npy` export.
+//!   re-ranking), the `eval` request and the `.npy` export;
+//! - [`embedding`]: a run's embeddings of images or a split as `.npy` (`train embed`);
+//! - [`import`]: a model trained in PyTorch (pytorch-metric-learning's trunk and embedder) written
+//!   as a run, and [`export`]: a run's trunk and embedder back in PyTorch's layout.
 //!
 //! Progress and notes reach the caller through [`progress::Progress`], which a command line
 //! implements (bars, printed lines) and tests leave [`progress::Silent`]. The device is chosen at
@@ -20,8 +23,11 @@ pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod device;
+pub mod embedding;
 pub mod error;
 pub mod evaluation;
+pub mod export;
+pub mod import;
 pub mod metrics;
 pub mod model;
 pub mod npy;

@@ -39,6 +39,15 @@ enum Command {
     /// Do different losses learn different features? SmoothGrad saliency compared between the
     /// runs, NR-Precision of the image properties, group tests (Kobs et al., ICCV 2021).
     Analyze(commands::analyze::AnalyzeArgs),
+    /// A run's embeddings of images or of a dataset split, as .npy (with the image paths and the
+    /// labels beside them), in the run's evaluation preprocessing.
+    Embed(commands::embed::EmbedArgs),
+    /// Import a model trained in PyTorch (pytorch-metric-learning's trunk and embedder state
+    /// dicts) as a run: eval, explain and analyze then take it like a trained one.
+    Import(commands::import::ImportArgs),
+    /// Export a run's trunk and embedder in PyTorch's layout (torchvision / Cadene trunk,
+    /// nn.Linear embedder) as safetensors, with the lines of PyTorch that load them.
+    Export(commands::export::ExportArgs),
 }
 
 /// Makes Burn's default device the CPU (`flex`) unless `BURN_DEVICE` already names one.
@@ -89,6 +98,9 @@ fn main() -> ExitCode {
         Some(Command::Explain(command)) => commands::explain::run(command),
         Some(Command::Analyze(args)) => commands::analyze::run(args),
         Some(Command::Eval(args)) => commands::eval::run(args),
+        Some(Command::Import(args)) => commands::import::run(args),
+        Some(Command::Embed(args)) => commands::embed::run(args),
+        Some(Command::Export(args)) => commands::export::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -155,6 +155,18 @@ fn spec(page: &str) -> Spec {
             ],
             extra: SMALL_PARTS,
         },
+        "docs/pytorch.md" => Spec {
+            skips: &[],
+            substitutions: &[
+                SMALL_SET,
+                Substitution {
+                    from: "--pairs 100",
+                    to: "--pairs 2 --randomisation-pairs 1 --samples 4",
+                    why: "fewer pairs, cascade pairs and SmoothGrad samples",
+                },
+            ],
+            extra: &[],
+        },
         other => panic!("{other} has no entry in spec()"),
     }
 }
@@ -169,6 +181,7 @@ dml_testkit::page_tests! {
     benchmarks: "docs/benchmarks.md" => check_nothing_ran,
     testing: "docs/testing.md" => check_nothing_ran,
     synth_parts: "docs/synth-parts.md" => check_synth_parts,
+    pytorch: "docs/pytorch.md" => check_pytorch,
 }
 
 /// A page's run: what ran, and the scratch directory it ran in (kept until the checks end).
@@ -196,6 +209,13 @@ fn run(page: &str) -> Run {
     std::os::unix::fs::symlink(&data, dir.path().join("data")).unwrap();
     // Recipes such as `--config assets/configs/synth-parts.toml` are read from the repository.
     std::os::unix::fs::symlink(dml_testkit::workspace_root().join("assets"), dir.path().join("assets")).unwrap();
+    // docs/pytorch.md imports the files a PyTorch user saved: the shared PML case's (CI has it).
+    let case = dml_testkit::workspace_root().join("../shared/reference/import/pml_resnet18_linear");
+    for file in ["trunk.pth", "embedder.pth"] {
+        if case.join(file).is_file() {
+            std::os::unix::fs::symlink(case.join(file), dir.path().join(file)).unwrap();
+        }
+    }
     // The `--config my.toml` example of docs/training.md reads a file of the user's.
     std::fs::write(dir.path().join("my.toml"), "[optimizer]\nlr_head = 2e-3\n").unwrap();
     let spec = spec(page);
@@ -203,7 +223,9 @@ fn run(page: &str) -> Run {
         prefix: ["run", "--release", "-p", "train"].map(String::from).to_vec(),
         binary: env!("CARGO_BIN_EXE_train").into(),
         extra: SMALL.iter().chain(spec.extra).map(|s| s.to_string()).collect(),
-        no_extra_for: ["eval", "explain", "analyze", "config"].map(String::from).to_vec(),
+        no_extra_for: ["eval", "explain", "analyze", "config", "embed", "export"]
+            .map(String::from)
+            .to_vec(),
     };
     let path = dml_testkit::workspace_root().join(page);
     let report = run_page(&path, dir.path(), &[mapping], spec.skips, spec.substitutions);
@@ -319,6 +341,21 @@ fn check_synth_parts(run: &Run) {
         bench.contains("| avsl |") && !bench.contains("need the parts set"),
         "{bench}"
     );
+}
+
+/// The PyTorch page imports the shared PML model, embeds, explains, benchmarks and exports it.
+fn check_pytorch(run: &Run) {
+    for file in [
+        "runs/pml/config.toml",
+        "out/pml-test.npy",
+        "out/pml-test.labels.npy",
+        "runs/pml/explain/report/report.html",
+        "out/pml-benchmark/benchmark.md",
+        "out/pml-export/trunk.safetensors",
+        "out/pml-export/embedder.safetensors",
+    ] {
+        assert!(run.path(file).is_file(), "{file} missing after {:?}", lines(run));
+    }
 }
 
 fn lines(run: &Run) -> Vec<&str> {
