@@ -21,7 +21,17 @@ trunk = torchvision.models.resnet18()
 trunk.fc = torch.nn.Identity()
 trunk.load_state_dict(safetensors.torch.load_file(f"{export}/trunk.safetensors"))
 weights = safetensors.torch.load_file(f"{export}/embedder.safetensors")
-embedder = torch.nn.Linear(weights["weight"].shape[1], weights["weight"].shape[0])
+if "weight" in weights:
+    embedder = torch.nn.Linear(weights["weight"].shape[1], weights["weight"].shape[0])
+else:
+    # An nn.Sequential: linear layers at the indices that have weights, ReLUs in the gaps.
+    linear = {int(k.split(".")[0]): v for k, v in weights.items() if k.endswith(".weight")}
+    embedder = torch.nn.Sequential(
+        *[
+            torch.nn.Linear(linear[i].shape[1], linear[i].shape[0]) if i in linear else torch.nn.ReLU()
+            for i in range(max(linear) + 1)
+        ]
+    )
 embedder.load_state_dict(weights)
 trunk.eval()
 embedder.eval()

@@ -1,4 +1,6 @@
-//! Embedding heads: pooling of the last feature map → linear → optional L2 normalisation.
+//! Embedding heads: pooling of the last feature map → linear (or, for an imported
+//! pytorch-metric-learning embedder, several linear layers with optional ReLUs between them) →
+//! optional L2 normalisation.
 
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
@@ -55,17 +57,26 @@ impl EmbeddingHeadConfig {
             )));
         }
         Ok(EmbeddingHead {
+            hidden: Vec::new(),
             linear: LinearConfig::new(self.in_channels, self.dim).init(device),
+            relu_between: false,
             pooling: self.pooling,
             normalize: self.normalize,
         })
     }
 }
 
-/// Pooling → linear → optional L2 normalisation.
+/// Pooling → linear → optional L2 normalisation; an imported embedder may put linear layers
+/// before the last (`hidden`, each followed by a ReLU when `relu_between`).
 #[derive(Module, Debug)]
 pub struct EmbeddingHead {
+    /// The layers before `linear`, in order (empty for every head trained here).
+    hidden: Vec<Linear>,
     linear: Linear,
+    /// A ReLU after every hidden layer (an `nn.Sequential(Linear, ReLU, Linear)`), or none (PML's
+    /// `MLP` with `final_relu=False`, whose ReLU precedes the first layer).
+    #[module(skip)]
+    relu_between: bool,
     #[module(skip)]
     pooling: Pooling,
     #[module(skip)]
@@ -95,30 +106,177 @@ impl EmbeddingHead {
         linear.weight = Param::from_tensor(weight.transpose());
         linear.bias = Some(Param::from_tensor(bias));
         Ok(Self {
+            hidden: Vec::new(),
             linear,
+            relu_between: false,
             pooling,
             normalize,
         })
     }
 
-    /// Writes the projection as an `nn.Linear` `state_dict` (`weight` `[D, C]`, `bias` `[D]`) in a
-    /// safetensors file, the layout [`EmbeddingHead::from_weights`] reads.
-    pub fn save_linear(&self, path: &std::path::Path) -> Result<(), ModelError> {
+    /// A head of several linear layers `in_channels → hidden[0] → … → dim` with fresh weights
+    /// (the structure of an imported embedder, whose weights are then loaded), a ReLU after every
+    /// layer but the last when `relu_between`.
+    pub fn mlp(
+        in_channels: usize,
+        hidden: &[usize],
+        dim: usize,
+        relu_between: bool,
+        pooling: Pooling,
+        normalize: bool,
+        device: &Device,
+    ) -> Result<Self, ModelError> {
+        if in_channels == 0 || dim == 0 || hidden.contains(&0) {
+            return Err(ModelError::Config(format!(
+                "embedding head needs positive sizes (in {in_channels}, hidden {hidden:?}, dim {dim})"
+            )));
+        }
+        let mut widths = vec![in_channels];
+        widths.extend_from_slice(hidden);
+        let layers = widths
+            .windows(2)
+            .map(|w| LinearConfig::new(w[0], w[1]).init(device))
+            .collect();
+        Ok(Self {
+            hidden: layers,
+            linear: LinearConfig::new(widths[widths.len() - 1], dim).init(device),
+            relu_between,
+            pooling,
+            normalize,
+        })
+    }
+
+    /// The head with its layers' weights replaced by `layers` (PyTorch's `nn.Linear` layout:
+    /// `weight` `[out, in]`, `bias` `[out]`, in order, the last one the projection to `D`), a ReLU
+    /// between consecutive layers when `relu_between`. Shapes that do not chain are an error
+    /// naming the layer and both shapes.
+    pub fn from_layers(
+        layers: Vec<(Tensor<2>, Tensor<1>)>,
+        relu_between: bool,
+        pooling: Pooling,
+        normalize: bool,
+    ) -> Result<Self, ModelError> {
+        let mut linears = Vec::with_capacity(layers.len());
+        let mut previous: Option<usize> = None;
+        for (i, (weight, bias)) in layers.into_iter().enumerate() {
+            let [d, c] = weight.dims();
+            if previous.is_some_and(|p| p != c) {
+                return Err(ModelError::Config(format!(
+                    "embedder layer {i} takes {c} inputs but the layer before gives {}",
+                    previous.unwrap_or(0)
+                )));
+            }
+            previous = Some(d);
+            linears.push(Self::from_weights(weight, bias, pooling, normalize)?.linear);
+        }
+        let linear = linears
+            .pop()
+            .ok_or_else(|| ModelError::Config("an embedder needs at least one layer".into()))?;
+        Ok(Self {
+            hidden: linears,
+            linear,
+            relu_between,
+            pooling,
+            normalize,
+        })
+    }
+
+    /// Whether the head is one linear layer (the closed forms of its gradient that similarity
+    /// attention and mining use assume nothing else).
+    pub fn is_linear(&self) -> bool {
+        self.hidden.is_empty()
+    }
+
+    /// The widths of the hidden layers and whether a ReLU follows each (empty for a linear head).
+    pub fn hidden_layout(&self) -> (Vec<usize>, bool) {
+        (
+            self.hidden.iter().map(|l| l.weight.dims()[1]).collect(),
+            self.relu_between,
+        )
+    }
+
+    /// Every layer as PyTorch's `nn.Linear` would hold it: `weight` `[out, in]` and `bias`
+    /// `[out]`, in order (the projection to `D` last).
+    pub fn layers(&self) -> Vec<(Tensor<2>, Option<Tensor<1>>)> {
+        self.hidden
+            .iter()
+            .chain(std::iter::once(&self.linear))
+            .map(|l| (l.weight.val().transpose(), l.bias.as_ref().map(|b| b.val())))
+            .collect()
+    }
+
+    /// The layers applied to `x` `[…, C]`: each hidden layer (then a ReLU when `relu_between`),
+    /// then the projection.
+    fn apply<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let x = self.hidden.iter().fold(x, |x, layer| {
+            let y = layer.forward(x);
+            if self.relu_between {
+                burn::tensor::activation::relu(y)
+            } else {
+                y
+            }
+        });
+        self.linear.forward(x)
+    }
+
+    /// The gradient `∂s/∂u` `[N, C]` of a score whose gradient at the projection's output is
+    /// `grad_e` `[N, D]`, at the pooled features `u` `[N, C]`: `grad_e Wᵀ` for a linear head, the
+    /// chain through every layer (ReLU masks included) otherwise; tensor operations only, so the
+    /// result stays on the autodiff graph (Zheng et al.'s second-order path).
+    pub fn backward_projection(&self, u: Tensor<2>, grad_e: Tensor<2>) -> Tensor<2> {
+        // Forward, keeping every hidden layer's pre-activation.
+        let mut pre = Vec::with_capacity(self.hidden.len());
+        let mut x = u;
+        for layer in &self.hidden {
+            let y = layer.forward(x);
+            pre.push(y.clone());
+            x = if self.relu_between {
+                burn::tensor::activation::relu(y)
+            } else {
+                y
+            };
+        }
+        let mut grad = grad_e.matmul(self.linear.weight.val().transpose());
+        for (layer, y) in self.hidden.iter().zip(pre).rev() {
+            if self.relu_between {
+                grad = grad * y.greater_elem(0.0).float();
+            }
+            grad = grad.matmul(layer.weight.val().transpose());
+        }
+        grad
+    }
+
+    /// Writes the head's layers as a PyTorch `state_dict` in a safetensors file: an `nn.Linear`'s
+    /// `weight` `[D, C]` and `bias` `[D]` for a linear head, else an `nn.Sequential`'s
+    /// `0.weight`, `0.bias`, … with the ReLUs' indices left free (`0, 2, 4, …`) when
+    /// `relu_between` — the layouts [`EmbeddingHead::from_layers`] is built from on import.
+    pub fn save_embedder(&self, path: &std::path::Path) -> Result<(), ModelError> {
         let read = |t: burn::tensor::TensorData, what: &str| {
             t.convert::<f32>()
                 .try_to_vec::<f32>()
                 .map_err(|e| ModelError::Config(format!("reading the head's {what}: {e:?}")))
         };
-        let weight = self.weight().transpose();
-        let [d, c] = weight.dims();
-        let bias = match self.bias() {
-            Some(b) => read(b.into_data(), "bias")?,
-            None => vec![0.0; d],
-        };
-        let tensors = [
-            crate::weights::Named::f32("weight".into(), vec![d, c], &read(weight.into_data(), "weight")?),
-            crate::weights::Named::f32("bias".into(), vec![d], &bias),
-        ];
+        let layers = self.layers();
+        let step = if self.relu_between { 2 } else { 1 };
+        let mut tensors = Vec::with_capacity(2 * layers.len());
+        for (i, (weight, bias)) in layers.into_iter().enumerate() {
+            let [d, c] = weight.dims();
+            let prefix = if self.is_linear() {
+                String::new()
+            } else {
+                format!("{}.", i * step)
+            };
+            let bias = match bias {
+                Some(b) => read(b.into_data(), "bias")?,
+                None => vec![0.0; d],
+            };
+            tensors.push(crate::weights::Named::f32(
+                format!("{prefix}weight"),
+                vec![d, c],
+                &read(weight.into_data(), "weight")?,
+            ));
+            tensors.push(crate::weights::Named::f32(format!("{prefix}bias"), vec![d], &bias));
+        }
         crate::weights::write_safetensors(path, &tensors)
     }
 
@@ -132,8 +290,9 @@ impl EmbeddingHead {
         self.normalize
     }
 
-    /// The projection's weight `[C, D]` (Burn's `[in, out]` layout: `e = u W + b`), on the
-    /// autodiff graph, for closed forms of gradients through the head.
+    /// The last layer's weight `[C, D]` (Burn's `[in, out]` layout: `e = u W + b`), on the
+    /// autodiff graph, for closed forms of gradients through a linear head (see
+    /// [`EmbeddingHead::is_linear`]).
     pub fn weight(&self) -> Tensor<2> {
         self.linear.weight.val()
     }
@@ -146,7 +305,7 @@ impl EmbeddingHead {
     /// The pooled, projected features before the optional normalisation: `pool(features) W + b`
     /// `[B, D]` for `features` `[B, C, H, W]`.
     pub fn project(&self, features: Tensor<4>) -> Tensor<2> {
-        self.linear.forward(self.pool(features))
+        self.apply(self.pool(features))
     }
 
     /// `[B, C, H, W]` → `[B, C]` by the configured pooling.
@@ -166,7 +325,7 @@ impl EmbeddingHead {
     /// whose average-pooled mean is the global embedding before normalisation when the head
     /// average-pools, because the projection is linear.
     pub fn project_locations(&self, locations: Tensor<3>) -> Tensor<3> {
-        self.linear.forward(locations)
+        self.apply(locations)
     }
 
     /// `[B, C, H, W]` → embeddings `[B, D]`, unit-norm rows when normalising (a zero row
@@ -179,5 +338,68 @@ impl EmbeddingHead {
         } else {
             x
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Device, Distribution, Tensor};
+
+    use super::*;
+
+    /// The chain of `backward_projection` through two hidden layers (with and without ReLUs) is
+    /// the gradient autodiff computes for `s = Σ g ⊙ project(u)`.
+    #[test]
+    fn the_multi_layer_projection_gradient_is_autodiffs() {
+        let device = Device::flex().autodiff();
+        device.seed(5);
+        for relu in [true, false] {
+            let head = EmbeddingHead::mlp(6, &[5, 4], 3, relu, Pooling::Avg, false, &device).unwrap();
+            let u = Tensor::<2>::random([4, 6], Distribution::Normal(0.0, 1.0), &device).require_grad();
+            let g = Tensor::<2>::random([4, 3], Distribution::Normal(0.0, 1.0), &device);
+            let s = (head.apply(u.clone()) * g.clone()).sum();
+            let grads = s.backward();
+            let want = u.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap();
+            let got = head
+                .backward_projection(u.clone().detach(), g)
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap();
+            for (a, b) in got.iter().zip(&want) {
+                assert!((a - b).abs() < 1e-5, "relu {relu}: {got:?} vs {want:?}");
+            }
+        }
+    }
+
+    /// `from_layers` takes PyTorch's `[out, in]` weights: the head computes `W₂ relu(W₁ u + b₁) + b₂`.
+    #[test]
+    fn layers_from_pytorch_chain_and_round_trip() {
+        let device = Device::flex();
+        let w1 = Tensor::<2>::from_data([[1.0f32, -1.0], [0.5, 2.0], [0.0, 1.0]], &device);
+        let b1 = Tensor::<1>::from_data([0.0f32, -3.0, 1.0], &device);
+        let w2 = Tensor::<2>::from_data([[1.0f32, 1.0, 1.0]], &device);
+        let b2 = Tensor::<1>::from_data([0.5f32], &device);
+        let head = EmbeddingHead::from_layers(vec![(w1, b1), (w2, b2)], true, Pooling::Avg, false).unwrap();
+        assert!(!head.is_linear());
+        assert_eq!(head.hidden_layout(), (vec![3], true));
+        // u = (2, 1): layer 1 gives (1, -1, 2) → relu (1, 0, 2) → 3 + 0.5.
+        let e = head.apply(Tensor::<2>::from_data([[2.0f32, 1.0]], &device));
+        assert_eq!(e.into_data().try_to_vec::<f32>().unwrap(), vec![3.5]);
+        let layers = head.layers();
+        assert_eq!(layers[0].0.dims(), [3, 2]);
+        let bad = EmbeddingHead::from_layers(
+            vec![
+                (Tensor::zeros([3, 2], &device), Tensor::zeros([3], &device)),
+                (Tensor::zeros([1, 4], &device), Tensor::zeros([1], &device)),
+            ],
+            true,
+            Pooling::Avg,
+            false,
+        );
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("takes 4 inputs but the layer before gives 3")
+        );
     }
 }

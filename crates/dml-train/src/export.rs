@@ -18,11 +18,21 @@ pub struct ExportRequest {
     pub out: PathBuf,
 }
 
-/// The PyTorch that loads an export of `backbone` (`resnet18`, `resnet50`, `bn_inception`).
-fn snippet(backbone: &str, dim: usize, channels: usize, normalize: bool) -> String {
+/// The PyTorch that loads an export of `backbone` (`resnet18`, `resnet50`, `bn_inception`) whose
+/// embedder's layers are `widths` (`[out, in]` each; ReLUs between them when `relu`).
+fn snippet(backbone: &str, widths: &[[usize; 2]], relu: bool, normalize: bool) -> String {
     let trunk = match backbone {
         "bn_inception" => "pretrainedmodels.bninception(pretrained=None)  # Cadene's layout, BGR input".to_string(),
         other => format!("torchvision.models.{other}()"),
+    };
+    let linear = |[out, inp]: [usize; 2]| format!("torch.nn.Linear({inp}, {out})");
+    let embedder = match widths {
+        [one] => linear(*one),
+        many => {
+            let layers: Vec<String> = many.iter().map(|w| linear(*w)).collect();
+            let sep = if relu { ", torch.nn.ReLU(), " } else { ", " };
+            format!("torch.nn.Sequential({})", layers.join(sep))
+        }
     };
     let norm = if normalize {
         "\n# The run L2-normalises its embeddings:\n# e = torch.nn.functional.normalize(embedder(trunk(x)), dim=1)"
@@ -37,7 +47,7 @@ fn snippet(backbone: &str, dim: usize, channels: usize, normalize: bool) -> Stri
          trunk = {trunk}\n\
          trunk.{head} = torch.nn.Identity()\n\
          trunk.load_state_dict(safetensors.torch.load_file(\"trunk.safetensors\"))\n\
-         embedder = torch.nn.Linear({channels}, {dim})\n\
+         embedder = {embedder}\n\
          embedder.load_state_dict(safetensors.torch.load_file(\"embedder.safetensors\"))\n\
          trunk.eval(); embedder.eval(){norm}\n\
          ```\n",
@@ -83,10 +93,11 @@ pub fn run_export(req: &ExportRequest, progress: &dyn Progress) -> Result<Vec<Pa
     std::fs::create_dir_all(&staging).map_err(|e| TrainError::io(&staging, e))?;
     let written = (|| -> Result<(), TrainError> {
         run.model.backbone.save_trunk(&staging.join("trunk.safetensors"))?;
-        run.model.head.save_linear(&staging.join("embedder.safetensors"))?;
-        let [channels, dim] = run.model.head.weight().dims();
+        run.model.head.save_embedder(&staging.join("embedder.safetensors"))?;
+        let widths: Vec<[usize; 2]> = run.model.head.layers().iter().map(|(w, _)| w.dims()).collect();
+        let (_, relu) = run.model.head.hidden_layout();
         let readme = staging.join("README.md");
-        std::fs::write(&readme, snippet(&backbone, dim, channels, run.config.model.normalize))
+        std::fs::write(&readme, snippet(&backbone, &widths, relu, run.config.model.normalize))
             .map_err(|e| TrainError::io(&readme, e))
     })();
     if let Err(e) = written {

@@ -4,9 +4,9 @@
 //!
 //! The trunk is a torchvision ResNet (its `fc` replaced by `Identity`, or present and then
 //! ignored with a note) or Cadene's BN-Inception; the embedder an `nn.Linear` (`weight` `[D, C]`,
-//! `bias` `[D]`), or an `nn.Sequential` holding one (`0.weight`, `0.bias`; PML's `MLP` wraps it
-//! as `net.0.…`), or nothing (the pooled trunk features are the embedding). One file with
-//! `trunk.` and `embedder.` prefixes holds both.
+//! `bias` `[D]`), an `nn.Sequential` of linear layers with ReLUs between them (`0.weight`,
+//! `2.weight`, …), PML's `MLP` (`net.1.weight`, `net.2.weight`, …), or nothing (the pooled trunk
+//! features are the embedding). One file with `trunk.` and `embedder.` prefixes holds both.
 
 use std::path::{Path, PathBuf};
 
@@ -46,7 +46,8 @@ pub struct ImportOutcome {
     pub checkpoint: PathBuf,
     /// The embedding dimension `D`.
     pub embedding_dim: usize,
-    /// What the embedder was (`Linear(512, 64)`, `none`).
+    /// What the embedder was (`Linear(512, 64)`, `2 linear layers 512 → 128 → 64, ReLU between`,
+    /// `none`).
     pub embedder: String,
     /// The trunk's load: tensors applied and keys left unused.
     pub trunk_report: LoadReport,
@@ -96,76 +97,104 @@ fn layout(req: &ImportRequest) -> Result<(String, Option<EmbedderSource>), Train
     Ok((String::new(), None))
 }
 
-/// The embedder's `[D, C]` weight and `[D]` bias from its tensors (keys without the source's
-/// prefix): one `nn.Linear`, bare, in an `nn.Sequential` (`0.`) or PML's `MLP` (`net.0.`), with
-/// DataParallel's `module.` allowed in front.
-fn linear_embedder(source: &EmbedderSource) -> Result<(TensorData, TensorData), TrainError> {
+/// The embedder's layers (`weight` `[out, in]`, `bias` `[out]` each, in order) from its tensors
+/// (keys without the source's prefix; DataParallel's `module.` allowed in front), and whether a
+/// ReLU sits between consecutive layers: one `nn.Linear` (`weight`, `bias`), or an
+/// `nn.Sequential` / PML `MLP` (`[net.]<i>.weight`, `[net.]<i>.bias`) whose linear layers are at
+/// indices one apart (nothing between them, PML's `MLP`) or two apart (a ReLU between,
+/// `Sequential(Linear, ReLU, Linear)`). A module without parameters before the first layer (PML's
+/// leading ReLU) changes nothing on the non-negative pooled features of these trunks.
+fn embedder_layers(source: &EmbedderSource) -> Result<(Vec<(TensorData, TensorData)>, bool), TrainError> {
     let prefix = source.prefix.as_str();
-    let tensors = read_tensors(&source.path, |k| k.starts_with(prefix))?;
-    let named: Vec<(String, TensorData)> = tensors
+    let file = source.path.display();
+    let named: Vec<(String, TensorData)> = read_tensors(&source.path, |k| k.starts_with(prefix))?
         .into_iter()
         .map(|(k, t)| {
             let k = k[prefix.len()..].to_string();
-            (k.strip_prefix("module.").map(str::to_string).unwrap_or(k), t)
+            let k = k.strip_prefix("module.").map(str::to_string).unwrap_or(k);
+            (k.strip_prefix("net.").map(str::to_string).unwrap_or(k), t)
         })
         .collect();
     let keys: Vec<&str> = named.iter().map(|(k, _)| k.as_str()).collect();
     let first = || keys.iter().take(6).copied().collect::<Vec<_>>().join(", ");
-    let linears: Vec<&str> = keys.iter().filter_map(|k| k.strip_suffix("weight")).collect();
-    let file = source.path.display();
-    let stem = match linears.as_slice() {
-        [stem] if ["", "0.", "net.0."].contains(stem) => stem.to_string(),
-        [] => {
-            return Err(TrainError::Argument(format!(
-                "{file}: no embedder layout found (an nn.Linear's weight and bias, or an nn.Sequential's 0.weight …); \
-                 its first keys are {}",
-                first()
-            )));
-        }
-        [_] => {
-            return Err(TrainError::Argument(format!(
-                "{file}: an embedder whose one weight is {}weight is not an nn.Linear, nn.Sequential or PML MLP layout \
-                 (keys {})",
-                linears[0],
-                first()
-            )));
-        }
-        many => {
-            return Err(TrainError::Argument(format!(
-                "{file}: an embedder of {} linear layers ({}): only a single nn.Linear embedder can be imported so far",
-                many.len(),
-                many.iter().map(|s| format!("{s}weight")).collect::<Vec<_>>().join(", ")
-            )));
-        }
-    };
-    let take = |name: &str| -> Result<TensorData, TrainError> {
-        let key = format!("{stem}{name}");
+    let take = |key: &str| -> Result<TensorData, TrainError> {
         named
             .iter()
-            .find(|(k, _)| *k == key)
+            .find(|(k, _)| k == key)
             .map(|(_, t)| t.clone())
             .ok_or_else(|| {
                 TrainError::Argument(format!("{file}: the embedder has no {prefix}{key} (keys {})", first()))
             })
     };
-    let (weight, bias) = (take("weight")?, take("bias")?);
-    let unexpected: Vec<&&str> = keys
-        .iter()
-        .filter(|k| **k != format!("{stem}weight") && **k != format!("{stem}bias"))
-        .collect();
+    let mut stems: Vec<(Option<usize>, String)> = Vec::new();
+    for k in &keys {
+        let Some(stem) = k.strip_suffix("weight") else { continue };
+        let index = match stem {
+            "" => None,
+            s => match s.strip_suffix('.').and_then(|i| i.parse::<usize>().ok()) {
+                Some(i) => Some(i),
+                None => {
+                    return Err(TrainError::Argument(format!(
+                        "{file}: {prefix}{k} is not an nn.Linear, nn.Sequential or PML MLP key (keys {})",
+                        first()
+                    )));
+                }
+            },
+        };
+        stems.push((index, stem.to_string()));
+    }
+    if stems.is_empty() {
+        return Err(TrainError::Argument(format!(
+            "{file}: no embedder layout found (an nn.Linear's weight and bias, or an nn.Sequential's 0.weight …); \
+             its first keys are {}",
+            first()
+        )));
+    }
+    stems.sort();
+    let mut layers = Vec::with_capacity(stems.len());
+    let mut expected: Vec<String> = Vec::new();
+    for (_, stem) in &stems {
+        let (weight, bias) = (take(&format!("{stem}weight"))?, take(&format!("{stem}bias"))?);
+        if weight.shape().len() != 2 || bias.shape().len() != 1 || weight.shape()[0] != bias.shape()[0] {
+            return Err(TrainError::Argument(format!(
+                "{file}: the embedder's {prefix}{stem}weight {:?} and {prefix}{stem}bias {:?} are not an nn.Linear's [out, in] and [out]",
+                weight.shape().as_slice(),
+                bias.shape().as_slice()
+            )));
+        }
+        expected.extend([format!("{stem}weight"), format!("{stem}bias")]);
+        layers.push((weight, bias));
+    }
+    let unexpected: Vec<&&str> = keys.iter().filter(|k| !expected.iter().any(|e| e == *k)).collect();
     if !unexpected.is_empty() {
         return Err(TrainError::Argument(format!(
-            "{file}: unexpected embedder keys {unexpected:?} next to {prefix}{stem}weight and {prefix}{stem}bias"
+            "{file}: unexpected embedder keys {unexpected:?} next to its linear layers"
         )));
     }
-    if weight.shape().len() != 2 || bias.shape().len() != 1 || weight.shape()[0] != bias.shape()[0] {
-        return Err(TrainError::Argument(format!(
-            "{file}: the embedder's {prefix}{stem}weight {:?} and {prefix}{stem}bias {:?} are not an nn.Linear's [D, C] and [D]",
-            weight.shape().as_slice(),
-            bias.shape().as_slice()
-        )));
+    let indices: Vec<usize> = stems.iter().filter_map(|(i, _)| *i).collect();
+    let gaps: Vec<usize> = indices.windows(2).map(|w| w[1] - w[0]).collect();
+    let relu = match gaps.as_slice() {
+        [] => true,
+        g if g.iter().all(|&d| d == 2) => true,
+        g if g.iter().all(|&d| d == 1) => false,
+        _ => {
+            return Err(TrainError::Argument(format!(
+                "{file}: linear layers at indices {indices:?}: only layers one apart (nothing between) or two apart (a \
+                 ReLU between) can be imported"
+            )));
+        }
+    };
+    for (i, pair) in layers.windows(2).enumerate() {
+        let (out, inp) = (pair[0].0.shape()[0], pair[1].0.shape()[1]);
+        if out != inp {
+            return Err(TrainError::Argument(format!(
+                "{file}: embedder layer {} gives {out} features but layer {} takes {inp}",
+                i,
+                i + 1
+            )));
+        }
     }
-    Ok((weight, bias))
+    Ok((layers, relu))
 }
 
 /// Imports the model of `req` as the run `req.config.run_dir / req.config.name`, which must not
@@ -188,39 +217,62 @@ pub fn import(req: &ImportRequest, progress: &dyn Progress) -> Result<ImportOutc
     }
     let (trunk_prefix, embedder) = layout(req)?;
     let channels = dml_models::BackboneConfig::from_name(backbone)?.out_channels();
-    let (weight, bias, description) = match &embedder {
-        Some(source) => {
-            let (w, b) = linear_embedder(source)?;
-            let (d, c) = (w.shape()[0], w.shape()[1]);
-            if c != channels {
-                return Err(TrainError::Argument(format!(
-                    "{}: the embedder's weight is [{d}, {c}], but the {backbone} trunk gives {channels} channels",
-                    source.path.display()
-                )));
-            }
-            (w, b, format!("Linear({c}, {d})"))
-        }
+    let (layers, relu) = match &embedder {
+        Some(source) => embedder_layers(source)?,
         None => {
             let mut eye = vec![0.0f32; channels * channels];
             for i in 0..channels {
                 eye[i * channels + i] = 1.0;
             }
             (
-                TensorData::new(eye, [channels, channels]),
-                TensorData::new(vec![0.0f32; channels], [channels]),
-                "none".to_string(),
+                vec![(
+                    TensorData::new(eye, [channels, channels]),
+                    TensorData::new(vec![0.0f32; channels], [channels]),
+                )],
+                true,
             )
         }
     };
+    let c = layers[0].0.shape()[1];
+    if c != channels {
+        return Err(TrainError::Argument(format!(
+            "{}: the embedder's first weight is [{}, {c}], but the {backbone} trunk gives {channels} channels",
+            embedder.as_ref().map_or(req.trunk.display(), |s| s.path.display()),
+            layers[0].0.shape()[0]
+        )));
+    }
+    let widths: Vec<usize> = layers.iter().map(|(w, _)| w.shape()[0]).collect();
+    let description = match &embedder {
+        None => "none".to_string(),
+        Some(_) => {
+            let mut sizes = vec![c];
+            sizes.extend(&widths);
+            let arrows: Vec<String> = sizes.iter().map(usize::to_string).collect();
+            match layers.len() {
+                1 => format!("Linear({c}, {})", widths[0]),
+                _ => format!(
+                    "{} linear layers {}{}",
+                    layers.len(),
+                    arrows.join(" → "),
+                    if relu { ", ReLU between" } else { "" }
+                ),
+            }
+        }
+    };
     let mut config = req.config.clone();
-    config.model.embedding_dim = weight.shape()[0];
+    config.model.embedding_dim = widths[widths.len() - 1];
+    config.model.embedder_hidden = widths[..widths.len() - 1].to_vec();
+    config.model.embedder_relu = relu;
     config.model.pretrained.clear();
     let device = parse_device(&config.device)?;
     let mut model = build_model(&config, &device, progress)?;
     let trunk_report = model.backbone.load_trunk(&req.trunk, &trunk_prefix)?;
-    model.head = EmbeddingHead::from_weights(
-        Tensor::<2>::from_data(weight, &device),
-        Tensor::<1>::from_data(bias, &device),
+    model.head = EmbeddingHead::from_layers(
+        layers
+            .into_iter()
+            .map(|(w, b)| (Tensor::<2>::from_data(w, &device), Tensor::<1>::from_data(b, &device)))
+            .collect(),
+        relu,
         config.model.pooling,
         config.model.normalize,
     )?;

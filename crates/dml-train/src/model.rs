@@ -31,6 +31,17 @@ pub fn build_model(
         freeze_batchnorm: false,
     };
     let mut model = model_config.init(device)?;
+    if !m.embedder_hidden.is_empty() {
+        model.head = dml_models::EmbeddingHead::mlp(
+            model_config.backbone.out_channels(),
+            &m.embedder_hidden,
+            m.embedding_dim,
+            m.embedder_relu,
+            m.pooling,
+            m.normalize,
+            device,
+        )?;
+    }
     if !m.pretrained.is_empty() {
         let report = model.backbone.load_pretrained(Path::new(&m.pretrained))?;
         progress.note(&format!(

@@ -166,7 +166,8 @@ fn export_import_round_trip_and_bad_input() {
         labels.len()
     );
 
-    // Bad input, each one error naming it.
+    // Embedders of several layers: an nn.Sequential with a ReLU between (indices two apart) and
+    // PML's MLP (a leading ReLU, layers one apart); exported as an nn.Sequential PyTorch loads.
     let mlp = r.join("mlp.safetensors");
     write_tensors(
         &mlp,
@@ -177,6 +178,60 @@ fn export_import_round_trip_and_bad_input() {
             ("2.bias", vec![16]),
         ],
     );
+    let args = import("mlp", &["--trunk", s(&trunk), "--embedder", s(&mlp)]);
+    let printed = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        printed.contains("2 linear layers 512 → 32 → 16, ReLU between"),
+        "{printed}"
+    );
+    let mlp_export = r.join("mlp-export");
+    ok(&["export", "--run", s(&r.join("mlp")), "--out", s(&mlp_export)]);
+    let readme = std::fs::read_to_string(mlp_export.join("README.md")).unwrap();
+    assert!(
+        readme.contains("torch.nn.Sequential(torch.nn.Linear(512, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16))"),
+        "{readme}"
+    );
+    let args = import(
+        "mlp-back",
+        &[
+            "--trunk",
+            s(&mlp_export.join("trunk.safetensors")),
+            "--embedder",
+            s(&mlp_export.join("embedder.safetensors")),
+        ],
+    );
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let first = embed(&r.join("mlp"), &r.join("mlp.npy"));
+    assert_eq!(first, embed(&r.join("mlp-back"), &r.join("mlp-back.npy")));
+    assert_ne!(first, imported, "the two-layer embedder changed nothing");
+    pytorch_loads_the_export(&r.join("mlp"), &mlp_export, r);
+    let pml = r.join("pml-mlp.safetensors");
+    write_tensors(
+        &pml,
+        &[
+            ("net.1.weight", vec![32, 512]),
+            ("net.1.bias", vec![32]),
+            ("net.2.weight", vec![16, 32]),
+            ("net.2.bias", vec![16]),
+        ],
+    );
+    let args = import("pml-mlp", &["--trunk", s(&trunk), "--embedder", s(&pml)]);
+    let printed = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(printed.contains("2 linear layers 512 → 32 → 16 (D = 16)"), "{printed}");
+
+    // Bad input, each one error naming it.
+    let gaps = r.join("gaps.safetensors");
+    write_tensors(
+        &gaps,
+        &[
+            ("0.weight", vec![32, 512]),
+            ("0.bias", vec![32]),
+            ("1.weight", vec![32, 32]),
+            ("1.bias", vec![32]),
+            ("3.weight", vec![16, 32]),
+            ("3.bias", vec![16]),
+        ],
+    );
     let narrow = r.join("narrow.safetensors");
     write_tensors(&narrow, &[("weight", vec![16, 256]), ("bias", vec![16])]);
     let odd = r.join("odd.safetensors");
@@ -184,8 +239,8 @@ fn export_import_round_trip_and_bad_input() {
     for (name, extra, wanted) in [
         (
             "m1",
-            vec!["--trunk", s(&trunk), "--embedder", s(&mlp)],
-            "2 linear layers",
+            vec!["--trunk", s(&trunk), "--embedder", s(&gaps)],
+            "indices [0, 1, 3]",
         ),
         (
             "m2",

@@ -4,7 +4,8 @@
 //! mining needs the attention `M` on the graph (its loss reaches the parameters through
 //! `∂s/∂A`), so for the last stage, where only the head lies between `A` and the score, the
 //! gradient is written out. For the head `e = W pool(A) + b`, `f = e/‖e‖` (or `f = e`) and the
-//! score `s = wᵀf` with `w` constant:
+//! score `s = wᵀf` with `w` constant (an imported head of several layers chains `∂s/∂u` through
+//! each, see [`EmbeddingHead::backward_projection`]):
 //!
 //! - `∂s/∂e = (w − (wᵀf) f) / ‖e‖` when normalising, `w` otherwise;
 //! - `∂s/∂u = Wᵀ ∂s/∂e` for the pooled features `u = pool(A)`;
@@ -24,6 +25,7 @@ use crate::error::ExplainError;
 
 /// `∂s/∂u` `[N, C]` for the pooled features `u = pool(A)` of the last maps `A` `[N, C, h, w]`.
 fn pooled_gradient(head: &EmbeddingHead, maps: Tensor<4>, weights: Tensor<2>) -> Tensor<2> {
+    let u = head.pool(maps.clone());
     let e = head.project(maps);
     let grad_e = if head.normalizes() {
         let norm = e.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
@@ -33,9 +35,9 @@ fn pooled_gradient(head: &EmbeddingHead, maps: Tensor<4>, weights: Tensor<2>) ->
     } else {
         weights
     };
-    // Burn's weight is [C, D] (`e = u W + b`), so the gradient of the pooled features is
-    // `∂s/∂e Wᵀ`.
-    grad_e.matmul(head.weight().transpose())
+    // `∂s/∂e Wᵀ` for a linear head (Burn's weight is [C, D], `e = u W + b`), the chain through
+    // every layer of an imported multi-layer embedder.
+    head.backward_projection(u, grad_e)
 }
 
 /// The per-location gradient `∂s/∂A` `[N, C, h, w]` of each row's score `s = wᵀ head(A)` at the

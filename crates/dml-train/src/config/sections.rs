@@ -52,6 +52,12 @@ dml_config::config! {
         pub pretrained: String = String::new(),
         /// Embedding dimension D.
         pub embedding_dim: usize = 64,
+        /// Widths of linear layers between the pooled features and the projection to D (an
+        /// imported pytorch-metric-learning embedder of several layers; empty: one linear layer).
+        pub embedder_hidden: Vec<usize> = Vec::new(),
+        /// A ReLU after each of those layers (`nn.Sequential(Linear, ReLU, Linear)`), or none
+        /// (pytorch-metric-learning's `MLP`).
+        pub embedder_relu: bool = true,
         /// Pooling of the last feature map.
         pub pooling: Pooling = Pooling::Avg,
         /// L2-normalise the embeddings (and evaluate with cosine similarity).
