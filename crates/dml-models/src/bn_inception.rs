@@ -725,6 +725,32 @@ mod tests {
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
+    /// An exported trunk (Cadene's keys, BGR input) imported again is the same network: equal
+    /// outputs on random RGB input, every tensor applied, only the `num_batches_tracked` counters
+    /// PyTorch keeps left unused.
+    #[test]
+    fn an_exported_trunk_imports_back_unchanged() {
+        let device = Device::flex();
+        device.seed(3);
+        let original = crate::Backbone::BnInception(BnInceptionConfig::default().init(&device).unwrap());
+        let dir = std::env::temp_dir().join(format!("bninception-export-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("trunk.safetensors");
+        original.save_trunk(&path).unwrap();
+        device.seed(4);
+        let mut back = crate::Backbone::BnInception(BnInceptionConfig::default().init(&device).unwrap());
+        let report = back.load_trunk(&path, "").unwrap();
+        assert!(
+            report.unused.iter().all(|k| k.ends_with("num_batches_tracked")),
+            "{report:?}"
+        );
+        let x = Tensor::<4>::random([1, 3, 64, 64], Distribution::Normal(0.0, 1.0), &device);
+        let a = values(original.forward_features(x.clone()).last().clone());
+        let b = values(back.forward_features(x).last().clone());
+        assert_eq!(a, b);
+        cleanup(&path);
+    }
+
     #[test]
     fn table_gives_the_documented_channels() {
         let mut channels = STEM_CHANNELS;

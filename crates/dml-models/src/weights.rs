@@ -173,25 +173,13 @@ pub(crate) fn load_prefixed<M: ModuleSnapshot>(
 /// sorted by key. For small modules read whole (an embedder); a backbone is loaded by its own
 /// `load_weights`.
 pub fn read_tensors(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<(String, TensorData)>, ModelError> {
-    if !path.is_file() {
-        return Err(ModelError::Read {
-            path: path.to_path_buf(),
-            message: "no such file".into(),
-        });
-    }
-    let read_error = |message: String| ModelError::Read {
-        path: path.to_path_buf(),
-        message,
-    };
-    let tensors = match WeightFormat::of(path)? {
-        WeightFormat::Pytorch => all_tensors(PytorchStore::from_file(path).map_indices_contiguous(false)),
-        WeightFormat::Safetensors => all_tensors(SafetensorsStore::from_file(path)),
-    }
-    .map_err(read_error)?;
     let mut out = Vec::new();
-    for t in tensors.iter().filter(|t| keep(&t.name)) {
+    for t in file_tensors(path)?.iter().filter(|t| keep(&t.name)) {
         let data = bridge::to_data(t)
-            .map_err(|e| read_error(format!("{}: {e}", t.name)))?
+            .map_err(|e| ModelError::Read {
+                path: path.to_path_buf(),
+                message: format!("{}: {e}", t.name),
+            })?
             .convert::<f32>();
         out.push((t.name.clone(), data));
     }
@@ -201,23 +189,27 @@ pub fn read_tensors(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Vec<(Str
 
 /// The keys of every tensor of the weight file at `path`, sorted (shapes and values stay unread).
 pub fn read_keys(path: &Path) -> Result<Vec<String>, ModelError> {
+    let mut keys: Vec<String> = file_tensors(path)?.into_iter().map(|t| t.name).collect();
+    keys.sort();
+    Ok(keys)
+}
+
+/// Every tensor of the weight file at `path` (by its extension, see [`WeightFormat::of`]), unread.
+fn file_tensors(path: &Path) -> Result<Vec<PackTensor>, ModelError> {
     if !path.is_file() {
         return Err(ModelError::Read {
             path: path.to_path_buf(),
             message: "no such file".into(),
         });
     }
-    let tensors = match WeightFormat::of(path)? {
+    match WeightFormat::of(path)? {
         WeightFormat::Pytorch => all_tensors(PytorchStore::from_file(path).map_indices_contiguous(false)),
         WeightFormat::Safetensors => all_tensors(SafetensorsStore::from_file(path)),
     }
     .map_err(|message| ModelError::Read {
         path: path.to_path_buf(),
         message,
-    })?;
-    let mut keys: Vec<String> = tensors.into_iter().map(|t| t.name).collect();
-    keys.sort();
-    Ok(keys)
+    })
 }
 
 /// One tensor to write: its key, shape and values.

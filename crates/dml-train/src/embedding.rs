@@ -1,5 +1,7 @@
 //! `train embed`: a run's embeddings of a list of images or of a dataset split, as `.npy`, with the
 //! image paths (and the labels, for a dataset) beside them; in the run's evaluation preprocessing.
+//! Images are decoded a batch at a time and every batch's rows go straight to the file, so memory
+//! does not grow with the split (the paths and labels, a few bytes per image, are kept).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use rand::SeedableRng;
 use crate::data;
 use crate::error::TrainError;
 use crate::model::RunRef;
-use crate::npy;
+use crate::npy::{self, NpyRows};
 use crate::progress::Progress;
 use crate::retrieval::embed::each_batch;
 
@@ -86,11 +88,15 @@ pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOut
     }
     let mut run = req.run.load(progress)?;
     let transform = data::eval_transform(&run.config.data);
-    let (embeddings, dim, paths, labels) = match &req.source {
+    if let Some(parent) = req.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| TrainError::io(parent, e))?;
+    }
+    let (rows, dim, paths, labels) = match &req.source {
         EmbedSource::Images(paths) => {
             let pipeline = Pipeline::new(transform)?;
             let bar = progress.bar(paths.len(), "embed");
-            let (mut rows, mut dim) = (Vec::new(), 0);
+            let mut rows = NpyRows::create(&req.out, paths.len())?;
+            let mut dim = 0;
             for chunk in paths.chunks(req.batch_size) {
                 let mut values = Vec::new();
                 let mut size = None;
@@ -126,7 +132,7 @@ pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOut
                         chunk[i / dim.max(1)].display()
                     )));
                 }
-                rows.extend(v);
+                rows.push(&v, dim)?;
                 bar.step(None);
             }
             bar.finish();
@@ -150,7 +156,8 @@ pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOut
                 ))
             })?;
             let bar = progress.bar(ds.len().div_ceil(req.batch_size), "embed");
-            let (mut rows, mut dim, mut paths) = (Vec::new(), 0, Vec::new());
+            let mut rows = NpyRows::create(&req.out, ds.len())?;
+            let (mut dim, mut paths) = (0, Vec::new());
             let labels = each_batch(
                 &ds,
                 req.batch_size,
@@ -174,7 +181,7 @@ pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOut
                         }
                         paths.push(manifest.image_path(record).display().to_string());
                     }
-                    rows.extend(v);
+                    rows.push(&v, dim)?;
                     bar.step(None);
                     Ok(())
                 },
@@ -184,11 +191,8 @@ pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOut
         }
     };
     let n = paths.len();
-    if let Some(parent) = req.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| TrainError::io(parent, e))?;
-    }
+    rows.finish()?;
     let mut files = vec![req.out.clone()];
-    npy::write(&req.out, &embeddings, &[n, dim])?;
     let paths_file = beside(&req.out, ".paths.txt");
     let mut text = Vec::new();
     for p in &paths {
