@@ -99,7 +99,7 @@ impl NpyRows {
     pub fn push(&mut self, values: &[f32], dim: usize) -> Result<(), TrainError> {
         use std::io::Write;
         let bad = |m: String| TrainError::io(&self.path, m);
-        if dim == 0 || values.len() % dim != 0 {
+        if dim == 0 || !values.len().is_multiple_of(dim) {
             return Err(bad(format!("{} values are not rows of {dim}", values.len())));
         }
         let file = self.file.as_mut().ok_or_else(|| bad("already finished".into()))?;
