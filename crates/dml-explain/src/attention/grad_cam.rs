@@ -1,6 +1,7 @@
 //! Similarity attention of one tuple (Zheng et al., Sec. 3.1–3.2, Eq. 1): Grad-CAM driven by
 //! the similarity score `s = wᵀf` instead of a class logit.
 
+use burn::module::Module;
 use burn::tensor::Tensor;
 use dml_models::EmbeddingModel;
 
@@ -91,7 +92,10 @@ pub fn similarity_attention(
                 return Err(ExplainError::NotAutodiff("Grad-CAM through autodiff"));
             }
             let features = maps.stages[stage].clone().detach().require_grad();
-            let f = model.head.forward(backbone.forward_from(stage, features.clone()));
+            // Only the stage map's gradient is wanted: untracked parameters spare the backward
+            // pass every weight gradient.
+            let (rest, head) = (backbone.clone().no_grad(), model.head.clone().no_grad());
+            let f = head.forward(rest.forward_from(stage, features.clone()));
             let s = (f * per_image).sum();
             let grads = s.backward();
             let grad = features

@@ -1,5 +1,6 @@
 //! SmoothGrad saliency against a base image (Kobs et al., Eq. 1–2).
 
+use burn::module::Module;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use dml_losses::Distance;
 use dml_models::EmbeddingModel;
@@ -86,10 +87,13 @@ pub fn smoothgrad_with_noise(
     if !image.is_autodiff() {
         return Err(ExplainError::NotAutodiff("SmoothGrad"));
     }
+    // Only the input's gradient is wanted: with every parameter untracked, the backward pass
+    // computes no weight gradient (the host convolutions skip theirs, see dml_backend::op).
     let frozen = EmbeddingModel {
         backbone: model.backbone.clone().freeze_batchnorm(),
         head: model.head.clone(),
-    };
+    }
+    .no_grad();
     let pixels: Vec<f32> = image.clone().into_data().iter::<f32>().collect();
     let (lo, hi) = pixels
         .iter()
