@@ -33,6 +33,7 @@ pub mod model;
 pub mod npy;
 pub mod progress;
 pub mod retrieval;
+pub mod run_lock;
 pub mod training;
 
 pub use config::{Shortcuts, TrainConfig};

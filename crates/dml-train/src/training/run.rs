@@ -40,6 +40,10 @@ pub fn train(config: &TrainConfig, options: &RunOptions, progress: &dyn Progress
         train_device,
         progress,
     };
+    // The lock is held until this function returns: no second writer on the run meanwhile. It is
+    // taken once the configuration, data and model are known good, so that a run refused before
+    // that writes nothing.
+    let _lock = crate::run_lock::RunLock::acquire(&run.dir)?;
     let (mut learner, mut state) = run.open(learner, options.resume)?;
     if state.history.is_empty() {
         let (metrics, val) = run.evaluate(&learner)?;
