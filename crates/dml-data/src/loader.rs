@@ -39,6 +39,19 @@ impl BatchLoader {
         seed: u64,
         config: &LoaderConfig,
     ) -> Result<Self, DataError> {
+        Self::from_batch(dataset, batches, 0, seed, config)
+    }
+
+    /// [`BatchLoader::new`] yielding the batches from index `first` on, each with the pixels it
+    /// has in the whole list (its augmentation is keyed by its index `b`, not by its position in
+    /// what is yielded): an epoch resumed after `first` steps sees what it would have seen.
+    pub fn from_batch(
+        dataset: Arc<ImageDataset>,
+        batches: Vec<Vec<usize>>,
+        first: usize,
+        seed: u64,
+        config: &LoaderConfig,
+    ) -> Result<Self, DataError> {
         if let Some(&bad) = batches.iter().flatten().find(|&&i| i >= dataset.len()) {
             return Err(DataError::Config(format!(
                 "batch item {bad} is out of range for a dataset of {} images",
@@ -51,10 +64,10 @@ impl BatchLoader {
             .build()
             .map_err(|e| DataError::Config(format!("cannot start {} decoding threads: {e}", config.threads)))?;
         let (sender, receiver) = sync_channel(config.prefetch.max(1));
-        let remaining = batches.len();
+        let remaining = batches.len().saturating_sub(first);
         let worker = std::thread::Builder::new()
             .name("dml-data-loader".into())
-            .spawn(move || produce(&pool, &dataset, batches, seed, sender))
+            .spawn(move || produce(&pool, &dataset, batches, first, seed, sender))
             .map_err(|e| DataError::Config(format!("cannot start the loader thread: {e}")))?;
         Ok(Self {
             receiver: Some(receiver),
@@ -68,10 +81,11 @@ fn produce(
     pool: &rayon::ThreadPool,
     dataset: &ImageDataset,
     batches: Vec<Vec<usize>>,
+    first: usize,
     seed: u64,
     sender: SyncSender<Result<Batch, DataError>>,
 ) {
-    for (b, items) in batches.iter().enumerate() {
+    for (b, items) in batches.iter().enumerate().skip(first) {
         let batch = pool.install(|| dataset.batch(items, mix(seed, b as u64)));
         let failed = batch.is_err();
         // A send error means the consumer dropped the loader: stop quietly.
@@ -161,6 +175,12 @@ mod tests {
         // The same image drawn twice gets two different augmentations.
         let plane = 3 * 16 * 16;
         assert_ne!(one[2].images[..plane], one[2].images[plane..]);
+        // Started after the first batch, the loader yields the rest with the same pixels.
+        let rest = BatchLoader::from_batch(ds.clone(), batches.clone(), 1, 5, &LoaderConfig::default())
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        assert_eq!(rest, one[1..]);
     }
 
     #[test]

@@ -40,6 +40,21 @@ pub struct TrainState {
     pub history: Vec<MetricsRecord>,
     /// The best model on `val`, if the dataset has a `val` split.
     pub best: Option<Best>,
+    /// Where an epoch stopped part-way (a graceful stop), so that a resume finishes it exactly;
+    /// `None` at an epoch's end (and in checkpoints written before the field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialEpoch>,
+}
+
+/// An epoch stopped after `steps_done` of its steps (epoch `epochs_done + 1` of the state).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PartialEpoch {
+    /// Steps completed in the epoch.
+    pub steps_done: usize,
+    /// The sum of their losses (the epoch's mean is taken over all its steps at its end).
+    pub loss_sum: f64,
+    /// Images they trained on.
+    pub images_seen: usize,
 }
 
 /// The files of a checkpoint directory.
@@ -83,7 +98,12 @@ pub fn commit(
 ) -> Result<PathBuf, TrainError> {
     let dir = run.join("checkpoints");
     std::fs::create_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
-    let name = format!("epoch-{:04}", state.epochs_done);
+    // A mid-epoch checkpoint must not reuse the name of the epoch checkpoint before it, which
+    // `latest.json` may still name.
+    let name = match &state.partial {
+        None => format!("epoch-{:04}", state.epochs_done),
+        Some(p) => format!("epoch-{:04}-step-{:06}", state.epochs_done, p.steps_done),
+    };
     let tmp = dir.join(format!(".tmp-{name}-{}", std::process::id()));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
@@ -261,6 +281,7 @@ mod tests {
             seed: 3,
             history: Vec::new(),
             best: None,
+            partial: None,
         }
     }
 

@@ -97,6 +97,20 @@ pub enum TrainError {
         /// The checkpoint `latest.json` still names, if an earlier epoch finished.
         last_good: Option<PathBuf>,
     },
+    /// A graceful stop was asked for (SIGINT, SIGTERM): the run stopped after a step and wrote a
+    /// checkpoint from which `--resume` continues to exactly the metrics of an uninterrupted run.
+    #[error(
+        "stopped after step {step} of epoch {epoch} as asked; checkpoint {}; continue with --resume",
+        .checkpoint.display()
+    )]
+    Interrupted {
+        /// The epoch in flight (1-based).
+        epoch: usize,
+        /// The steps of it that were done (0: stopped at an epoch's end).
+        step: usize,
+        /// The checkpoint `latest.json` now names.
+        checkpoint: PathBuf,
+    },
 }
 
 /// The end of a divergence message: where the last good checkpoint is, if any.

@@ -295,6 +295,7 @@ pub fn import(req: &ImportRequest, progress: &dyn Progress) -> Result<ImportOutc
             seed: config.seed,
             history: Vec::new(),
             best: None,
+            partial: None,
         };
         checkpoint::commit(&staging, &state, false, |dir| {
             let record: ModuleRecord = model.clone().into_record();

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod commands;
 mod run_ref;
+mod stop;
 mod terminal;
 
 /// Deep-metric-learning training and evaluation.
@@ -105,6 +106,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            if let Some(dml_train::TrainError::Interrupted { .. }) = e.downcast_ref::<dml_train::TrainError>() {
+                eprintln!("{e:#}");
+                return ExitCode::from(stop::STOPPED_STATUS);
+            }
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }

@@ -2,6 +2,7 @@
 //! epoch after another, each followed by its evaluation and an atomic checkpoint.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use burn::module::Module;
@@ -10,7 +11,7 @@ use dml_data::{BatchLoader, BatchSampler, LoaderConfig, MPerClassSampler, mix};
 use dml_losses::LossError;
 use dml_losses::geodesic::{FactorCounts, factor_counts};
 
-use crate::checkpoint::{self, Best, TrainState};
+use crate::checkpoint::{self, Best, PartialEpoch, TrainState};
 use crate::config::{RESUME_MAY_CHANGE, SelectBy, TrainConfig, changed_keys};
 use crate::data::{EvalData, RunData};
 use crate::device::parse_device;
@@ -61,11 +62,30 @@ pub fn train(config: &TrainConfig, options: &RunOptions, progress: &dyn Progress
         state.history.push(record);
         checkpoint::write_metrics(&run.dir, &state.history)?;
     }
+    let stopping = || options.stop.is_some_and(|s| s.load(Ordering::SeqCst));
     while state.epochs_done < config.train.epochs {
         if options.stop_after_epochs.is_some_and(|n| state.epochs_done >= n) {
             break;
         }
-        let epoch = run.epoch(&mut learner, &sampler, &mut state)?;
+        if stopping() {
+            // Between epochs: the latest checkpoint is this point already.
+            let checkpoint = checkpoint::pointed(&run.dir, "latest.json")?.unwrap_or_else(|| run.dir.clone());
+            return Err(TrainError::Interrupted {
+                epoch: state.epochs_done + 1,
+                step: 0,
+                checkpoint,
+            });
+        }
+        let Some(epoch) = run.epoch(&mut learner, &sampler, &mut state, &stopping)? else {
+            // Stopped part-way: the state records where; the checkpoint resumes from there.
+            let checkpoint = checkpoint::commit(&run.dir, &state, false, |dir| learner.save(dir))?;
+            checkpoint::write_metrics(&run.dir, &state.history)?;
+            return Err(TrainError::Interrupted {
+                epoch: state.epochs_done + 1,
+                step: state.partial.map_or(0, |p| p.steps_done),
+                checkpoint,
+            });
+        };
         let is_best = run.record(&learner, &mut state, epoch)?;
         checkpoint::commit(&run.dir, &state, is_best, |dir| learner.save(dir))?;
         // The metrics file is rewritten only once the checkpoint that contains these
@@ -145,6 +165,7 @@ impl Run<'_> {
                     seed: self.config.seed,
                     history: Vec::new(),
                     best: None,
+                    partial: None,
                 },
             ),
         };
@@ -213,12 +234,16 @@ impl Run<'_> {
     /// Trains one epoch (`state.epochs_done` is the 0-based epoch, counted up at its end). A
     /// non-finite loss, or a non-finite weight after the epoch, stops the run with
     /// [`TrainError::Diverged`].
+    /// One epoch of training (the rest of it, when the state records a partial one); `None` when
+    /// `stopping` said to stop after a step before the epoch's end, with the state recording
+    /// where ([`TrainState::partial`]).
     fn epoch(
         &self,
         learner: &mut Learner,
         sampler: &MPerClassSampler,
         state: &mut TrainState,
-    ) -> Result<EpochOutcome, TrainError> {
+        stopping: &dyn Fn() -> bool,
+    ) -> Result<Option<EpochOutcome>, TrainError> {
         let config = self.config;
         let epoch = state.epochs_done;
         let factor = config.schedule.factor(epoch);
@@ -230,9 +255,12 @@ impl Run<'_> {
             threads: config.data.threads,
             ..LoaderConfig::default()
         };
-        let loader = BatchLoader::new(
+        let resumed = state.partial.take();
+        let first = resumed.map_or(0, |p| p.steps_done);
+        let loader = BatchLoader::from_batch(
             self.data.train.clone(),
             batches,
+            first,
             mix(config.seed, epoch as u64),
             &loader_config,
         )?;
@@ -240,7 +268,8 @@ impl Run<'_> {
             .progress
             .bar(n_batches, &format!("epoch {}/{}", epoch + 1, config.train.epochs));
         let start = Instant::now();
-        let (mut loss_sum, mut images_seen) = (0.0f64, 0usize);
+        let (mut loss_sum, mut images_seen) = resumed.map_or((0.0f64, 0usize), |p| (p.loss_sum, p.images_seen));
+        let images_before = images_seen;
         // The GML losses count their geodesic factors on this thread; the epoch's share is
         // the difference of two snapshots.
         let factors_before = factor_counts();
@@ -257,7 +286,11 @@ impl Run<'_> {
             lrs,
             last_good: checkpoint::pointed(&self.dir, "latest.json").ok().flatten(),
         };
-        for (step, batch) in loader.enumerate() {
+        for _ in 0..first {
+            bar.step(None);
+        }
+        for (i, batch) in loader.enumerate() {
+            let step = first + i;
             let batch = batch?;
             let labels: Vec<u32> = batch.items.iter().map(|&i| self.data.dense[i]).collect();
             let images = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), &self.train_device);
@@ -276,11 +309,23 @@ impl Run<'_> {
             };
             loss_sum += value;
             images_seen += labels.len();
-            let rate = images_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+            let rate = (images_seen - images_before) as f64 / start.elapsed().as_secs_f64().max(1e-9);
             bar.step(Some(&format!(
                 "loss {:.4} · {rate:.0} img/s",
                 loss_sum / (step + 1) as f64
             )));
+            if step + 1 < n_batches && stopping() {
+                bar.finish();
+                if let Some(value) = learner.first_non_finite() {
+                    return Err(diverged(step + 1, state.global_step, value));
+                }
+                state.partial = Some(PartialEpoch {
+                    steps_done: step + 1,
+                    loss_sum,
+                    images_seen,
+                });
+                return Ok(None);
+            }
         }
         bar.finish();
         // A finite loss does not imply finite weights (a loss can saturate, or see only
@@ -288,18 +333,18 @@ impl Run<'_> {
         // weights is of any use: the weights are checked once per epoch, where reading them
         // back costs nothing noticeable (and after the throughput is measured, which it must
         // not skew).
-        let images_per_sec = images_seen as f64 / start.elapsed().as_secs_f64().max(1e-9);
+        let images_per_sec = (images_seen - images_before) as f64 / start.elapsed().as_secs_f64().max(1e-9);
         let geodesic = Some(factor_counts().since(&factors_before)).filter(|c| c.batches > 0);
         if let Some(value) = learner.first_non_finite() {
             return Err(diverged(n_batches, state.global_step, value));
         }
         state.epochs_done += 1;
-        Ok(EpochOutcome {
+        Ok(Some(EpochOutcome {
             loss: loss_sum / n_batches.max(1) as f64,
             lr_factor: factor,
             images_per_sec,
             geodesic,
-        })
+        }))
     }
 
     /// Evaluates after an epoch when `eval.every` says so (and after the last), updating the best

@@ -15,6 +15,10 @@ pub struct RunOptions {
     /// Stop after this many completed epochs, as if interrupted (for tests and for
     /// splitting a long run into sessions).
     pub stop_after_epochs: Option<usize>,
+    /// A graceful stop: once this is set (by the program's SIGINT/SIGTERM handler), the run
+    /// finishes the step in flight, writes a checkpoint that resumes mid-epoch exactly, and
+    /// returns [`TrainError::Interrupted`](crate::TrainError::Interrupted).
+    pub stop: Option<&'static std::sync::atomic::AtomicBool>,
 }
 
 /// What a finished (or stopped) run reports.

@@ -113,8 +113,19 @@ pub fn run_train(args: &TrainArgs) -> anyhow::Result<()> {
     let options = RunOptions {
         resume: args.resume,
         stop_after_epochs: args.stop_after,
+        stop: Some(crate::stop::install()),
     };
-    let summary = dml_train::train(&config, &options, &Terminal { bars: !args.quiet })?;
+    let summary = match dml_train::train(&config, &options, &Terminal { bars: !args.quiet }) {
+        Err(e @ dml_train::TrainError::Interrupted { .. }) => {
+            eprintln!(
+                "resume with: train --resume --name {} --run-dir {}",
+                config.name,
+                config.run_dir.display()
+            );
+            return Err(e.into());
+        }
+        other => other?,
+    };
     if let (Some(b), Some(a)) = (summary.before(), summary.after()) {
         println!(
             "\n{} on {} ({}): P@1 {:.4} → {:.4}, MAP@R {:.4} → {:.4}",
