@@ -5,6 +5,7 @@
 //!   shortcut flags and `--set` overrides, resume rules, each loss's paper miner);
 //! - [`checkpoint`]: the run directory (`config.toml`, `metrics.jsonl`, atomic checkpoints) and
 //!   [`model`]: a run's model restored from one of them ([`model::RunRef`] → [`model::RunModel`]);
+//! - [`check`]: a run directory verified without building its model (`train check`);
 //! - [`data`]: the dataset of a run (prepared on first use) and its splits;
 //! - [`training`]: the loop ([`train`]) with DIML, similarity mining and AVSL in the loss;
 //! - [`retrieval`] and [`evaluation`]: embedding a split, scoring retrieval (with DIML or AVSL
@@ -19,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod avsl_module;
+pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod data;

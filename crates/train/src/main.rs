@@ -40,6 +40,9 @@ enum Command {
     /// Do different losses learn different features? SmoothGrad saliency compared between the
     /// runs, NR-Precision of the image properties, group tests (Kobs et al., ICCV 2021).
     Analyze(commands::analyze::AnalyzeArgs),
+    /// Verify a run directory without building its model: its configuration, pointers,
+    /// checkpoints (state and weights) and metrics, each problem naming the file.
+    Check(commands::check::CheckArgs),
     /// A run's embeddings of images or of a dataset split, as .npy (with the image paths and the
     /// labels beside them), in the run's evaluation preprocessing.
     Embed(commands::embed::EmbedArgs),
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
         Some(Command::Eval(args)) => commands::eval::run(args),
         Some(Command::Import(args)) => commands::import::run(args),
         Some(Command::Embed(args)) => commands::embed::run(args),
+        Some(Command::Check(args)) => commands::check::run(args),
         Some(Command::Export(args)) => commands::export::run(args),
     };
     match result {

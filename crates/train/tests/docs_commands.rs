@@ -223,7 +223,7 @@ fn run(page: &str) -> Run {
         prefix: ["run", "--release", "-p", "train"].map(String::from).to_vec(),
         binary: env!("CARGO_BIN_EXE_train").into(),
         extra: SMALL.iter().chain(spec.extra).map(|s| s.to_string()).collect(),
-        no_extra_for: ["eval", "explain", "analyze", "config", "embed", "export"]
+        no_extra_for: ["eval", "explain", "analyze", "config", "embed", "export", "check"]
             .map(String::from)
             .to_vec(),
     };

@@ -1,6 +1,7 @@
 //! One module per subcommand: its arguments, the library call and what it prints.
 
 pub mod analyze;
+pub mod check;
 pub mod embed;
 pub mod eval;
 pub mod explain;
