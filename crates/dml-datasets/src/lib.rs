@@ -18,6 +18,7 @@
 
 pub mod error;
 pub mod fashion_mnist;
+pub mod folder;
 pub mod staging;
 pub mod synth;
 

@@ -93,6 +93,13 @@ fn prepared_manifest(root: &Path, name: &str) -> Result<PathBuf, TrainError> {
     if manifest.is_file() {
         return Ok(manifest);
     }
+    if Path::new(name).is_dir() {
+        return Err(TrainError::Dataset(format!(
+            "data.dataset = {name:?}: a plain name is a set prepared under data.root ({}); to use the folder \
+             {name} of this directory, give it as a path: ./{name}",
+            root.display()
+        )));
+    }
     Err(TrainError::Dataset(format!(
         "data.dataset = {name:?}: {} does not exist; prepare it with `cargo xtask prepare {name} --src …` \
          (or set data.root to where it was prepared), or give \"synth\", \"synth-parts\", \"fashion-mnist\" or the path \
@@ -111,18 +118,27 @@ fn existing_manifest(path: &str) -> Result<PathBuf, TrainError> {
     };
     if !manifest.is_file() {
         return Err(TrainError::Dataset(format!(
-            "data.dataset: {} does not exist; give \"synth\", \"synth-parts\", \"fashion-mnist\" or the \
-             path of a manifest.csv (see `cargo xtask prepare --help`)",
+            "data.dataset: {} does not exist; give \"synth\", \"synth-parts\", \"fashion-mnist\", a folder of \
+             class subfolders (DIR/<class>/<image>, or DIR/train/<class>/… and DIR/test/<class>/…) or the path of \
+             a manifest.csv with the columns path,class_id,class_name,split (see `cargo xtask prepare --help`)",
             manifest.display()
         )));
     }
     Ok(manifest)
 }
 
-/// The manifest of a run, with `val_classes` held out.
+/// The manifest of a run, with `val_classes` held out: a named or prepared set's `manifest.csv`,
+/// or, for a folder of class subfolders, the manifest [`dml_datasets::folder`] derives from it
+/// (classes sorted by name, the first half `train`; or the folder's own `train/` and `test/`).
 pub fn load_manifest(data: &DataConfig, progress: &dyn Progress) -> Result<Arc<Manifest>, TrainError> {
-    let path = resolve_manifest(data, progress)?;
-    let mut manifest = Manifest::read(&path)?;
+    // A folder of class subfolders (or of train/ and test/ folders of them) without a manifest.
+    let folder = Path::new(&data.dataset);
+    let mut manifest = if !is_plain_name(&data.dataset) && dml_datasets::folder::is_image_folder(folder) {
+        dml_datasets::folder::folder_manifest(folder)
+            .map_err(|e| TrainError::Dataset(format!("data.dataset = {:?}: {e}", data.dataset)))?
+    } else {
+        Manifest::read(resolve_manifest(data, progress)?)?
+    };
     manifest.hold_out_val_classes(data.val_classes)?;
     Ok(Arc::new(manifest))
 }
