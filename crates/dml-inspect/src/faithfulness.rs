@@ -98,6 +98,20 @@ pub fn faithfulness(req: &FaithfulnessRequest, progress: &dyn Progress) -> Resul
     }
     let stage = explained_stage(&run.model, req.stage.as_deref())?;
     let manifest = data::load_manifest(&run.config.data, progress)?;
+    let masks = manifest.root.join(dml_datasets::synth::MASKS_DIR);
+    if !masks.is_dir() {
+        let dataset = &run.config.data.dataset;
+        let hint = if dataset.starts_with("synth") {
+            "; this synthetic set was generated before masks existed: regenerate it with `cargo xtask synth --force`"
+        } else {
+            ""
+        };
+        return Err(InspectError::Argument(format!(
+            "data.dataset = {dataset:?} has no object masks ({} is missing): explain faithfulness needs a rendered \
+             set, synth or synth-parts (--dataset synth evaluates this run on the synthetic shapes){hint}",
+            masks.display()
+        )));
+    }
     let transform = data::eval_transform(&run.config.data);
     let pipeline = Pipeline::new(transform.clone())?;
     let geometry = Pipeline::new(TransformConfig {

@@ -93,6 +93,11 @@ fn prepared_manifest(root: &Path, name: &str) -> Result<PathBuf, TrainError> {
     if manifest.is_file() {
         return Ok(manifest);
     }
+    if let Some(near) = nearest_set(root, name) {
+        return Err(TrainError::Dataset(format!(
+            "data.dataset = {name:?}: no such set; did you mean {near:?}?"
+        )));
+    }
     if Path::new(name).is_dir() {
         return Err(TrainError::Dataset(format!(
             "data.dataset = {name:?}: a plain name is a set prepared under data.root ({}); to use the folder \
@@ -106,6 +111,26 @@ fn prepared_manifest(root: &Path, name: &str) -> Result<PathBuf, TrainError> {
          of a manifest.csv",
         manifest.display()
     )))
+}
+
+/// The set name nearest to `name` (by normalised Damerau–Levenshtein similarity, at least 0.7):
+/// the built-in sets and every set prepared under `root`.
+fn nearest_set(root: &Path, name: &str) -> Option<String> {
+    let mut known: Vec<String> = ["synth", "synth-parts", "fashion-mnist"].map(String::from).to_vec();
+    if let Ok(entries) = std::fs::read_dir(root) {
+        known.extend(
+            entries
+                .flatten()
+                .filter(|e| e.path().join("manifest.csv").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned()),
+        );
+    }
+    known
+        .into_iter()
+        .map(|k| (strsim::normalized_damerau_levenshtein(&k, name), k))
+        .filter(|(score, _)| *score >= 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
 }
 
 /// The manifest a `data.dataset` path names: the path itself or `manifest.csv` inside it.

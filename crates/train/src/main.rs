@@ -17,7 +17,7 @@ mod terminal;
 /// distance-weighted sampling, synthetic shapes, CPU) and reports P@1 / MAP@R on the
 /// held-out classes before and after.
 #[derive(Debug, Parser)]
-#[command(name = "train", args_conflicts_with_subcommands = true)]
+#[command(name = "train", version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -33,8 +33,8 @@ enum Command {
     Eval(commands::eval::EvalArgs),
     /// Print the resolved configuration (default + file + overrides) and exit.
     Config(commands::train::ConfigArgs),
-    /// Explain a trained model: similarity attention of a pair, triplet or quadruplet, and its
-    /// faithfulness on the synthetic set.
+    /// Explain a trained model: similarity attention, its faithfulness, AVSL's similarity graph,
+    /// every method side by side in one HTML report, and the explanation benchmark.
     #[command(subcommand)]
     Explain(commands::explain::ExplainCommand),
     /// Do different losses learn different features? SmoothGrad saliency compared between the

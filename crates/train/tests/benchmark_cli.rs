@@ -285,6 +285,14 @@ fn bad_requests_are_one_error_and_leave_earlier_output() {
     assert!(md.contains("has no object masks"), "{md}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("benchmark.json")).unwrap()).unwrap();
     assert!(report["runs"][0]["table"]["smoothgrad"]["road"]["mean"].is_f64());
+    // explain faithfulness, which needs masks, says which sets have them (not to regenerate).
+    let o = explain(&["faithfulness", "--run", s(&bare_run), "--triplets", "2"]);
+    let e = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        e.contains("has no object masks") && e.contains("synth or synth-parts") && !e.contains("--force"),
+        "{e}"
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {

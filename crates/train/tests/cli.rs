@@ -86,3 +86,16 @@ fn a_bad_winograd_switch_is_reported_once_by_the_program() {
     let o = run("f4");
     assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
 }
+
+/// A misspelt dataset name gets the nearest one; `--version` answers.
+#[test]
+fn a_misspelt_dataset_gets_the_nearest_name_and_version_answers() {
+    let runs = tempfile::tempdir().unwrap();
+    let o = train_cli(&["--run-dir", runs.path().to_str().unwrap(), "--dataset", "fashion_mnist"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("did you mean \"fashion-mnist\"?"), "{err}");
+    let o = train_cli(&["--version"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("train "));
+}
