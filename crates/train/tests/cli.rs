@@ -87,7 +87,7 @@ fn a_bad_winograd_switch_is_reported_once_by_the_program() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
 }
 
-/// A misspelt dataset name gets the nearest one; `--version` answers.
+/// A misspelt dataset name gets the nearest one; `--version` answers; `--loss` lists the losses.
 #[test]
 fn a_misspelt_dataset_gets_the_nearest_name_and_version_answers() {
     let runs = tempfile::tempdir().unwrap();
@@ -98,4 +98,10 @@ fn a_misspelt_dataset_gets_the_nearest_name_and_version_answers() {
     let o = train_cli(&["--version"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("train "));
+    // --loss names every loss in the help and in its error.
+    let help = String::from_utf8_lossy(&train_cli(&["--help"]).stdout).into_owned();
+    assert!(help.contains("possible values: contrastive") && help.contains("proxy_anchor"), "{help}");
+    let o = train_cli(&["--loss", "fancy"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("'fancy'") && err.contains("multi_similarity"), "{err}");
 }

@@ -28,6 +28,11 @@ pub use sections::{
     DataConfig, EvalConfig, LoopConfig, ModelConfig, OptimizerConfig, OptimizerKind, ScheduleConfig, SelectBy,
 };
 
+/// Every loss name `loss.name` (and the `--loss` shortcut) accepts.
+pub fn loss_names() -> &'static [&'static str] {
+    LossConfig::names()
+}
+
 use culprit::describe_error;
 use overlay::{expand_miner_shorthand, overlay, read_table};
 

@@ -33,7 +33,7 @@ pub struct ConfigArgs {
     /// The loss by name; its parameters reset to their defaults and, unless a miner is given, the
     /// miner to the loss's paper default (margin: distance_weighted, triplet_margin: semihard
     /// triplet_margin, multi_similarity and gml_ms: multi_similarity, every other loss: none).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(dml_train::config::loss_names()))]
     pub loss: Option<String>,
     /// The miner by name with its default parameters, or none: triplet_margin | batch_hard |
     /// multi_similarity | pair_margin | distance_weighted | random_triplets | none.
