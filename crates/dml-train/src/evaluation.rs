@@ -91,6 +91,11 @@ pub struct EvalOutcome {
     pub shown: Vec<dml_eval::Metric>,
     /// The files written: `metrics.json` and any exported embeddings.
     pub written: Vec<PathBuf>,
+    /// Neighbours re-ranking reorders per query (DIML's or AVSL's K), when it ran.
+    pub rerank_k: Option<usize>,
+    /// The smallest `R` of any query (its class's other images among the gallery), the depth
+    /// R-Precision and MAP@R look at.
+    pub min_r: usize,
 }
 
 /// The re-ranked metrics of `report`, labelled `label`, with the time re-ranking added per query:
@@ -212,6 +217,22 @@ fn finish(
     });
     let text = serde_json::to_vec_pretty(&json).map_err(|e| TrainError::io(&path, e))?;
     dml_data::write_atomic(&path, &text).map_err(|e| TrainError::io(&path, e))?;
+    // `metrics.json` is the latest evaluation; every evaluation is also one line of
+    // `evaluations.jsonl`, with the options it ran with, so that none is lost.
+    let history = dir.join("evaluations.jsonl");
+    let mut line = json.clone();
+    line["options"] = serde_json::json!({
+        "dataset": req.dataset,
+        "diml_k": req.diml.k,
+        "diml_grid": req.diml.grid,
+        "avsl_k": req.avsl_k,
+    });
+    append_line(&history, &line)?;
+    let rerank_k = reranked.as_ref().map(|_| match req.avsl_k {
+        Some(k) if k > 0 => k,
+        _ => req.diml.k,
+    });
+    let min_r = min_relevant(&query.labels, gallery.map(|g| g.labels.as_slice()));
     Ok(EvalOutcome {
         checkpoint,
         split,
@@ -220,8 +241,42 @@ fn finish(
         reranked,
         report,
         shown: req.metrics.clone(),
-        written: std::iter::once(path).chain(exported).collect(),
+        written: std::iter::once(path)
+            .chain(std::iter::once(history))
+            .chain(exported)
+            .collect(),
+        rerank_k,
+        min_r,
     })
+}
+
+/// Appends `value` as one line to the JSONL file at `path` (created if missing; one `write` of
+/// the whole line, so concurrent appenders never interleave within a line).
+fn append_line(path: &Path, value: &serde_json::Value) -> Result<(), TrainError> {
+    use std::io::Write;
+    let mut line = serde_json::to_string(value).map_err(|e| TrainError::io(path, e))?;
+    line.push('\n');
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(|e| TrainError::io(path, e))
+}
+
+/// The smallest number of other images of a query's class in the gallery (the query set itself,
+/// one fewer, when there is no separate gallery): the `R` of R-Precision.
+fn min_relevant(query: &[u32], gallery: Option<&[u32]>) -> usize {
+    let mut counts = std::collections::HashMap::<u32, usize>::new();
+    for &l in gallery.unwrap_or(query) {
+        *counts.entry(l).or_default() += 1;
+    }
+    let own = usize::from(gallery.is_none());
+    query
+        .iter()
+        .map(|l| counts.get(l).copied().unwrap_or(0).saturating_sub(own))
+        .min()
+        .unwrap_or(0)
 }
 
 /// `train eval` of an AVSL run: the concatenated level embedding (K = 0) next to `d̂` on the top K
@@ -331,6 +386,13 @@ pub fn table(outcome: &EvalOutcome) -> String {
                 ));
             }
             out.push_str(&format!("\nre-ranking: {:.2} ms per query\n", r.ms_per_query));
+            if let Some(k) = outcome.rerank_k.filter(|&k| k < outcome.min_r) {
+                out.push_str(&format!(
+                    "R-Precision and MAP@R look R = {}+ neighbours deep, and re-ranking reorders only the top K = {k}: \
+                     it cannot change them (raise K above R to see an effect)\n",
+                    outcome.min_r
+                ));
+            }
         }
     }
     out.push('\n');

@@ -100,8 +100,14 @@ fn a_misspelt_dataset_gets_the_nearest_name_and_version_answers() {
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("train "));
     // --loss names every loss in the help and in its error.
     let help = String::from_utf8_lossy(&train_cli(&["--help"]).stdout).into_owned();
-    assert!(help.contains("possible values: contrastive") && help.contains("proxy_anchor"), "{help}");
+    assert!(
+        help.contains("possible values: contrastive") && help.contains("proxy_anchor"),
+        "{help}"
+    );
     let o = train_cli(&["--loss", "fancy"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("'fancy'") && err.contains("multi_similarity"), "{err}");
+    assert!(
+        !o.status.success() && err.contains("'fancy'") && err.contains("multi_similarity"),
+        "{err}"
+    );
 }
