@@ -226,12 +226,18 @@ fn sync_dir(dir: &Path) -> Result<(), TrainError> {
         .map_err(|e| TrainError::io(dir, e))
 }
 
-/// Resolves `best` / `latest` / a path to a checkpoint directory of `run`.
+/// Resolves `auto` / `best` / `latest` / a path to a checkpoint directory of `run`.
 ///
 /// `best` of a run without a `val` split falls back to the latest checkpoint, and says so through
 /// `progress`: a user who asked for the best model must know this is not one.
 pub fn resolve(run: &Path, which: &str, progress: &dyn Progress) -> Result<PathBuf, TrainError> {
     match which {
+        // The commands' default: the best model where the data had a val split, else the latest,
+        // without a note (the note is for a user who asked for `best` by name).
+        "auto" => match pointed(run, "best.json")? {
+            Some(dir) => Ok(dir),
+            None => pointed(run, "latest.json")?.ok_or_else(|| no_checkpoint(run)),
+        },
         "best" | "latest" => {
             let pointer = format!("{which}.json");
             match pointed(run, &pointer)? {
@@ -302,6 +308,11 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, vec!["epoch-0001", "epoch-0003"]);
+        // `auto` is the best checkpoint where there is one, else the latest.
+        let silent = crate::progress::Silent;
+        assert_eq!(resolve(run.path(), "auto", &silent).unwrap(), best);
+        std::fs::remove_file(run.path().join("best.json")).unwrap();
+        assert_eq!(resolve(run.path(), "auto", &silent).unwrap(), latest);
     }
 
     #[test]

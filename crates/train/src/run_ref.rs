@@ -11,8 +11,8 @@ pub struct RunRefArgs {
     /// The run directory (e.g. runs/default).
     #[arg(long)]
     pub run: PathBuf,
-    /// best | latest | a checkpoint directory.
-    #[arg(long, default_value = "best")]
+    /// auto (best where the data had a val split, else latest) | best | latest | a checkpoint directory.
+    #[arg(long, default_value = "auto")]
     pub checkpoint: String,
     /// Device (default: the run's).
     #[arg(long)]

@@ -12,9 +12,9 @@ use crate::terminal::Terminal;
 pub struct EvalArgs {
     /// The run directory (e.g. runs/default).
     pub run: PathBuf,
-    /// best (the best on val; the latest, with a note, when the run has no val split) | latest | a
-    /// checkpoint directory.
-    #[arg(long, default_value = "best")]
+    /// auto (the best on val where the run has a val split, else the latest) | best (the latest,
+    /// with a note, when there is no val split) | latest | a checkpoint directory.
+    #[arg(long, default_value = "auto")]
     pub checkpoint: String,
     /// Split to evaluate (default: the run's eval.split).
     #[arg(long)]

@@ -13,8 +13,8 @@ pub struct BenchmarkArgs {
     /// A run directory; repeat for several runs (each gets its table).
     #[arg(long = "run", required = true)]
     pub runs: Vec<PathBuf>,
-    /// best | latest (of every run).
-    #[arg(long, default_value = "best")]
+    /// auto (best where the data had a val split, else latest) | best | latest (of every run).
+    #[arg(long, default_value = "auto")]
     pub checkpoint: String,
     /// Device (default: each run's).
     #[arg(long)]
