@@ -292,36 +292,68 @@ pub fn avsl_pair(
     })
 }
 
+/// A caption number in at most 7 characters that keeps small values readable: `0.52`, `3.1e-5`
+/// (a node's δ is often 1e-6–1e-4, which two decimals would show as `0.00`).
+pub(crate) fn short(v: f32) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("{v:.1e}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// Draws the CAMs of `items` (each a level index, a node and the captions of its two columns) over
-/// both images `rgb` into one panel with one colour bar and writes it to `path`. Each node fills two
-/// columns (the first and the second image), captioned with two halves of its label so that neither
-/// runs into the next column; at most two nodes fit a panel.
+/// both images `rgb` and writes the figure to `path`. Each node fills two columns (the first and
+/// the second image), captioned with two halves of its label so that neither runs into the next
+/// column. With `shared_scale` (nodes of one level) every map shares one colour bar, so the CAMs
+/// compare directly; without it (nodes of different levels, whose CAMs have different ranges) each
+/// node gets its own panel and colour bar, side by side.
 pub fn node_panel(
     rgb: &[image::RgbImage],
     levels: &[LevelReport],
     items: &[(usize, &NodeReport, [String; 2])],
+    shared_scale: bool,
     path: &Path,
 ) -> Result<(), InspectError> {
-    let panel_items: Vec<PanelItem> = items
-        .iter()
-        .flat_map(|(l, node, captions)| {
-            let shape = levels[*l].map_shape;
-            (0..2).map(move |b| PanelItem {
-                image: &rgb[b],
-                map: &node.cams[b],
-                map_h: shape[0],
-                map_w: shape[1],
-                caption: captions[b].as_str(),
+    let panel_of = |items: &[(usize, &NodeReport, [String; 2])]| -> Result<image::RgbImage, InspectError> {
+        let panel_items: Vec<PanelItem> = items
+            .iter()
+            .flat_map(|(l, node, captions)| {
+                let shape = levels[*l].map_shape;
+                (0..2).map(move |b| PanelItem {
+                    image: &rgb[b],
+                    map: &node.cams[b],
+                    map_h: shape[0],
+                    map_w: shape[1],
+                    caption: captions[b].as_str(),
+                })
             })
-        })
-        .collect();
-    // Every map of a figure shares one scale, so the two images' CAMs compare directly.
-    let maps: Vec<&[f32]> = panel_items.iter().map(|i| i.map).collect();
-    let style = PanelStyle {
-        range: Some(ValueRange::of(&maps)),
-        ..PanelStyle::default()
+            .collect();
+        let maps: Vec<&[f32]> = panel_items.iter().map(|i| i.map).collect();
+        let style = PanelStyle {
+            range: Some(ValueRange::of(&maps)),
+            ..PanelStyle::default()
+        };
+        Ok(panel(&panel_items, &style)?)
     };
-    let figure = panel(&panel_items, &style)?;
+    let figure = if shared_scale || items.len() < 2 {
+        panel_of(items)?
+    } else {
+        let panels = items
+            .iter()
+            .map(|item| panel_of(std::slice::from_ref(item)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let gap = 16;
+        let width = panels.iter().map(|p| p.width() + gap).sum::<u32>() - gap;
+        let height = panels.iter().map(image::RgbImage::height).max().unwrap_or(1);
+        let mut figure = image::RgbImage::from_pixel(width, height, image::Rgb([255, 255, 255]));
+        let mut x = 0;
+        for p in &panels {
+            image::imageops::replace(&mut figure, p, i64::from(x), 0);
+            x += p.width() + gap;
+        }
+        figure
+    };
     save_png_atomic(&figure, path)?;
     Ok(())
 }
@@ -356,16 +388,17 @@ pub fn explain_avsl(req: &AvslRequest, progress: &dyn Progress) -> Result<AvslRe
     let rgb = pair.rgb(&run.config)?;
     let mut files = Vec::new();
     let rgb = &rgb;
-    let node_panel =
-        |items: Vec<(usize, &NodeReport, [String; 2])>, path: &Path| node_panel(rgb, &level_reports, &items, path);
+    let node_panel = |items: Vec<(usize, &NodeReport, [String; 2])>, shared: bool, path: &Path| {
+        node_panel(rgb, &level_reports, &items, shared, path)
+    };
     for (l, level) in level_reports.iter().enumerate() {
         for node in &level.top_nodes {
             let path = req.out.join(format!("avsl_level{l}_node{}.png", node.node));
             let caption = [
                 format!("{} #{}", level.stage, node.node),
-                format!("l={:.2} d={:.3}", node.attribution, node.delta),
+                format!("lam {} del {}", short(node.attribution), short(node.delta)),
             ];
-            node_panel(vec![(l, node, caption)], &path)?;
+            node_panel(vec![(l, node, caption)], true, &path)?;
             files.push(path);
         }
     }
@@ -375,8 +408,13 @@ pub fn explain_avsl(req: &AvslRequest, progress: &dyn Progress) -> Result<AvslRe
         top,
         &d.node,
         [
-            format!("{} #{}", level_reports[top].stage, d.node.node),
-            format!("p={:.2}", d.node.reliability.unwrap_or(f32::NAN)),
+            format!(
+                "{} #{} rel {}",
+                level_reports[top].stage,
+                d.node.node,
+                short(d.node.reliability.unwrap_or(f32::NAN))
+            ),
+            String::new(),
         ],
     )];
     if let (Some(c), Some(node)) = (d.contributors.first(), strongest.as_ref()) {
@@ -384,12 +422,12 @@ pub fn explain_avsl(req: &AvslRequest, progress: &dyn Progress) -> Result<AvslRe
             top - 1,
             node,
             [
-                format!("{} #{}", level_reports[top - 1].stage, c.node),
-                format!("w={:.2}", c.weight),
+                format!("{} #{} w {}", level_reports[top - 1].stage, c.node, short(c.weight)),
+                String::new(),
             ],
         ));
     }
-    node_panel(items, &path)?;
+    node_panel(items, false, &path)?;
     files.push(path);
     // The summary: both images in rows, every shown node's CAM (min-max normalised on its own,
     // upsampled to the image) in the columns.
@@ -427,4 +465,15 @@ pub fn explain_avsl(req: &AvslRequest, progress: &dyn Progress) -> Result<AvslRe
     };
     write_json(&req.out.join("avsl.json"), &report)?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn small_caption_numbers_stay_readable() {
+        assert_eq!(super::short(0.5234), "0.52");
+        assert_eq!(super::short(3.14e-5), "3.1e-5");
+        assert_eq!(super::short(0.0), "0.00");
+        assert_eq!(super::short(-0.004), "-4.0e-3");
+    }
 }

@@ -8,7 +8,7 @@ use dml_explain::render::{
 };
 use image::RgbImage;
 
-use crate::avsl::node_panel;
+use crate::avsl::{node_panel, short};
 use crate::error::InspectError;
 
 use super::pair_report::{AttentionPair, Availability, AvslPairReport, DimlPair, PairFiles};
@@ -107,14 +107,14 @@ pub fn write_pair(
                         l,
                         node,
                         [
-                            format!("#{} l={:.2}", node.node, node.attribution),
-                            format!("d={:.3}", node.delta),
+                            format!("#{} lam {}", node.node, short(node.attribution)),
+                            format!("del {}", short(node.delta)),
                         ],
                     )
                 })
                 .collect();
             let name = format!("avsl_level{l}.png");
-            node_panel(rgb, &report.levels, &items, &dir.join(&name))?;
+            node_panel(rgb, &report.levels, &items, true, &dir.join(&name))?;
             avsl_files.push(name);
         }
     }
