@@ -129,6 +129,10 @@ fn pair_and_query_reports_of_a_trained_run() {
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(page.contains("not available"), "the AVSL cell says so");
     assert!(
+        page.contains("score at stage4 (") && !page.contains("stage stage"),
+        "the stage is named once"
+    );
+    assert!(
         page.contains(&format!("{expected:.4}")),
         "the page shows the global cosine"
     );

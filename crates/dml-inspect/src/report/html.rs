@@ -197,7 +197,7 @@ fn attention_section(b: &mut String, report: &PairReport) {
     let _ = writeln!(
         b,
         "<section class=\"card\" id=\"attention\"><h2>Similarity attention</h2>{}{}\
-         <p class=\"meta\">Grad-CAM of the pair's score at stage {} ({}&times;{}), both maps on one scale.</p></section>",
+         <p class=\"meta\">Grad-CAM of the pair's score at {} ({}&times;{}), both maps on one scale.</p></section>",
         figure(&report.files.attention, "similarity attention of both images"),
         legend("no attention", "most attention"),
         escape(&a.stage),
