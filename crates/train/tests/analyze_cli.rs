@@ -11,19 +11,6 @@ use std::process::Command;
 use dml_train::Silent;
 use dml_train::{RunOptions, train};
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn analyze_two_losses_and_a_copy() {
     let runs = tempfile::tempdir().unwrap();
@@ -40,7 +27,7 @@ fn analyze_two_losses_and_a_copy() {
         dirs.push(train(&config, &RunOptions::default(), &Silent).unwrap().run_dir);
     }
     let copy = runs.path().join("margin_copy");
-    copy_dir(&dirs[0], &copy);
+    common::copy_dir(&dirs[0], &copy);
     // The copied pointer files name the original's checkpoint directory, which holds the same weights.
     dirs.push(copy);
     let out = runs.path().join("analysis");

@@ -247,15 +247,11 @@ fn bad_requests_are_one_error_and_leave_earlier_output() {
     // A set without masks: the run evaluated on a copy of its set without `masks/` runs, with
     // the mask and part columns not available and saying why.
     let bare = runs.path().join("bare-set");
-    std::fs::create_dir_all(bare.join("images")).unwrap();
     let set = common::data_root().join("synth-n300-s32");
+    common::copy_dir(&set.join("images"), &bare.join("images"));
     std::fs::copy(set.join("manifest.csv"), bare.join("manifest.csv")).unwrap();
-    for e in std::fs::read_dir(set.join("images")).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), bare.join("images").join(e.file_name())).unwrap();
-    }
     let bare_run = runs.path().join("bare-run");
-    copy_dir(&run, &bare_run);
+    common::copy_dir(&run, &bare_run);
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
     let manifest = common::toml_string(&bare.join("manifest.csv"));
     let config = config.replace("dataset = \"synth\"", &format!("dataset = {manifest}"));
@@ -293,16 +289,4 @@ fn bad_requests_are_one_error_and_leave_earlier_output() {
         e.contains("has no object masks") && e.contains("synth or synth-parts") && !e.contains("--force"),
         "{e}"
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }

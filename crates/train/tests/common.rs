@@ -108,3 +108,53 @@ pub fn assert_resume_equals_uninterrupted(sets: &[&str]) {
     assert_eq!(straight.len(), 3);
     assert_eq!(records(&resumed.run_dir), straight);
 }
+
+/// The command-line arguments of a quiet training run `name` under `runs` on the tiny synthetic
+/// set (300 images of 32², at 24²; batches of 20 of 4 per class) with `samples_per_epoch` images
+/// an epoch, then `extra`: the settings every test that drives the `train` binary shares.
+pub fn cli_args(runs: &Path, name: &str, samples_per_epoch: usize, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = vec!["--quiet".into(), "--name".into(), name.into(), "--run-dir".into()];
+    a.push(runs.to_str().unwrap().into());
+    let samples = format!("train.samples_per_epoch={samples_per_epoch}");
+    let root = format!("data.root={}", toml_string(data_root()));
+    for set in [
+        "data.synth_images=300",
+        "data.synth_size=32",
+        "data.image_size=24",
+        "train.batch_size=20",
+        "train.m=4",
+        samples.as_str(),
+        "eval.batch_size=100",
+        root.as_str(),
+    ] {
+        a.extend(["--set".to_string(), set.to_string()]);
+    }
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// Copies the folder `from` into `to` (created), recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// Polls `ready` every 20 ms until it holds; two minutes without it fail the test naming `what`.
+pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

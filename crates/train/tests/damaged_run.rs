@@ -20,44 +20,12 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-fn train_args(runs: &Path, name: &str, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = vec!["--quiet".into(), "--name".into(), name.into(), "--run-dir".into()];
-    a.push(runs.to_str().unwrap().into());
-    let root = format!("data.root={}", common::toml_string(common::data_root()));
-    for set in [
-        "data.synth_images=300",
-        "data.synth_size=32",
-        "data.image_size=24",
-        "train.batch_size=20",
-        "train.m=4",
-        "train.samples_per_epoch=40",
-        "eval.batch_size=100",
-        root.as_str(),
-    ] {
-        a.extend(["--set".to_string(), set.to_string()]);
-    }
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
-}
-
 #[test]
 fn check_names_every_damage_and_resume_repairs_a_cut_metrics_line() {
     let runs = tempfile::tempdir().unwrap();
     let r = runs.path();
     let o = Command::new(env!("CARGO_BIN_EXE_train"))
-        .args(train_args(r, "sound", &["--epochs", "2"]))
+        .args(common::cli_args(r, "sound", 40, &["--epochs", "2"]))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
@@ -66,7 +34,7 @@ fn check_names_every_damage_and_resume_repairs_a_cut_metrics_line() {
     assert!(o.status.success() && text(&o).contains("sound"), "{}", text(&o));
     let damaged = |name: &str, damage: &dyn Fn(&Path)| {
         let dir = r.join(name);
-        copy_dir(&sound, &dir);
+        common::copy_dir(&sound, &dir);
         damage(&dir);
         dir
     };
@@ -111,7 +79,7 @@ fn check_names_every_damage_and_resume_repairs_a_cut_metrics_line() {
     );
     // `--resume` rewrites the file from the checkpoint's history and goes on.
     let o = Command::new(env!("CARGO_BIN_EXE_train"))
-        .args(train_args(r, "cut", &["--epochs", "3", "--resume"]))
+        .args(common::cli_args(r, "cut", 40, &["--epochs", "3", "--resume"]))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));

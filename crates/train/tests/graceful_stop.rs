@@ -7,51 +7,13 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+/// A quiet 3-epoch run `name` of 60 steps an epoch.
 fn args(runs: &Path, name: &str, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = vec!["--quiet".into(), "--name".into(), name.into(), "--run-dir".into()];
-    a.push(runs.to_str().unwrap().into());
-    let root = format!("data.root={}", common::toml_string(common::data_root()));
-    for set in [
-        "data.synth_images=300",
-        "data.synth_size=32",
-        "data.image_size=24",
-        "train.batch_size=20",
-        "train.m=4",
-        "train.samples_per_epoch=1200",
-        "eval.batch_size=100",
-        root.as_str(),
-    ] {
-        a.extend(["--set".to_string(), set.to_string()]);
-    }
-    a.extend(["--epochs".into(), "3".into()]);
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
-}
-
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `metrics.jsonl` without the throughput, which depends on the clock.
-fn metrics(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v.as_object_mut().unwrap().remove("images_per_sec");
-            v
-        })
-        .collect()
+    let mut extra_all = vec!["--epochs", "3"];
+    extra_all.extend_from_slice(extra);
+    common::cli_args(runs, name, 1200, &extra_all)
 }
 
 fn signal(pid: u32) {
@@ -77,7 +39,7 @@ fn a_stopped_run_resumes_to_the_metrics_of_an_unstopped_one() {
         .spawn()
         .unwrap();
     // Inside the first epoch: the epoch-0 evaluation is recorded, no checkpoint yet.
-    wait_for("the first epoch", || run.join("metrics.jsonl").is_file());
+    common::wait_for("the first epoch", || run.join("metrics.jsonl").is_file());
     std::thread::sleep(Duration::from_millis(300));
     signal(child.id());
     let out = child.wait_with_output().unwrap();
@@ -98,8 +60,8 @@ fn a_stopped_run_resumes_to_the_metrics_of_an_unstopped_one() {
         .unwrap();
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
     assert_eq!(
-        metrics(&run),
-        metrics(&runs.path().join("whole")),
+        common::records(&run),
+        common::records(&runs.path().join("whole")),
         "stopped at {stopped_at:?}"
     );
     // The final models embed three images to the same bytes.
@@ -136,7 +98,7 @@ fn a_stopped_run_resumes_to_the_metrics_of_an_unstopped_one() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for("the first checkpoint", || run.join("latest.json").is_file());
+    common::wait_for("the first checkpoint", || run.join("latest.json").is_file());
     signal(child.id());
     signal(child.id());
     let out = child.wait_with_output().unwrap();
@@ -146,5 +108,5 @@ fn a_stopped_run_resumes_to_the_metrics_of_an_unstopped_one() {
         .output()
         .unwrap();
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
-    assert_eq!(metrics(&run), metrics(&runs.path().join("whole")));
+    assert_eq!(common::records(&run), common::records(&runs.path().join("whole")));
 }

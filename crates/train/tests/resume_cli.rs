@@ -29,21 +29,7 @@ fn resume_continues_the_run_as_configured_and_never_rewrites_it() {
         "--run-dir".into(),
         runs.path().to_str().unwrap().into(),
     ];
-    let mut first = base.clone();
-    let root = format!("data.root={}", common::toml_string(common::data_root()));
-    for set in [
-        "data.synth_images=300",
-        "data.synth_size=32",
-        "data.image_size=24",
-        "train.batch_size=20",
-        "train.m=4",
-        "train.samples_per_epoch=40",
-        "eval.batch_size=100",
-        root.as_str(),
-    ] {
-        first.extend(["--set".to_string(), set.to_string()]);
-    }
-    first.extend(["--epochs".into(), "3".into(), "--stop-after".into(), "1".into()]);
+    let first = common::cli_args(runs.path(), "r1", 40, &["--epochs", "3", "--stop-after", "1"]);
     let o = train_cli(&first);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // The run says what it trains with and how long it took.

@@ -15,6 +15,8 @@
 //! where `SETS` are the `--set` overrides of [`SETS`]; the synthetic set is generated on first use
 //! from seed 0, so this test regenerates the very same images.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -35,20 +37,6 @@ const SETS: &[&str] = &[
 
 fn fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-before-split")
-}
-
-/// Copies the folder `from` into `to` (created), recursively.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap();
-        }
-    }
 }
 
 /// The records of a `metrics.jsonl` without their throughput (timing, not state).
@@ -83,7 +71,7 @@ fn train(cwd: &Path, args: &[&str]) -> std::process::Output {
 fn a_run_written_before_the_split_resumes_to_the_uninterrupted_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("runs/fixture");
-    copy_dir(&fixture().join("runs/fixture"), &run);
+    common::copy_dir(&fixture().join("runs/fixture"), &run);
     let before = records(&run.join("metrics.jsonl"));
     assert_eq!(before.len(), 2, "the fixture holds the untrained model and epoch 1");
     let saved_config = std::fs::read(run.join("config.toml")).unwrap();

@@ -7,40 +7,7 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
-
-fn args(runs: &Path, name: &str, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = vec!["--quiet".into(), "--name".into(), name.into(), "--run-dir".into()];
-    a.push(runs.to_str().unwrap().into());
-    let root = format!("data.root={}", common::toml_string(common::data_root()));
-    for set in [
-        "data.synth_images=300",
-        "data.synth_size=32",
-        "data.image_size=24",
-        "train.batch_size=20",
-        "train.m=4",
-        "train.samples_per_epoch=100",
-        "eval.batch_size=100",
-        root.as_str(),
-    ] {
-        a.extend(["--set".to_string(), set.to_string()]);
-    }
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
-}
-
-fn metrics(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v.as_object_mut().unwrap().remove("images_per_sec");
-            v
-        })
-        .collect()
-}
 
 #[test]
 fn a_checkpoint_that_cannot_be_written_loses_nothing() {
@@ -50,8 +17,13 @@ fn a_checkpoint_that_cannot_be_written_loses_nothing() {
         let o = Command::new(bin).args(a).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
-    ok(args(runs.path(), "whole", &["--epochs", "2"]));
-    ok(args(runs.path(), "full", &["--epochs", "2", "--stop-after", "1"]));
+    ok(common::cli_args(runs.path(), "whole", 100, &["--epochs", "2"]));
+    ok(common::cli_args(
+        runs.path(),
+        "full",
+        100,
+        &["--epochs", "2", "--stop-after", "1"],
+    ));
     let run = runs.path().join("full");
     let first = run.join("checkpoints/epoch-0001");
     let largest = std::fs::read_dir(&first)
@@ -67,7 +39,12 @@ fn a_checkpoint_that_cannot_be_written_loses_nothing() {
         .arg("-c")
         .arg(format!("trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""))
         .arg(bin)
-        .args(args(runs.path(), "full", &["--epochs", "2", "--resume"]));
+        .args(common::cli_args(
+            runs.path(),
+            "full",
+            100,
+            &["--epochs", "2", "--resume"],
+        ));
     let o = limited.output().unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "the limited run succeeded ({blocks} blocks): {e}");
@@ -79,6 +56,11 @@ fn a_checkpoint_that_cannot_be_written_loses_nothing() {
         .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(left, ["epoch-0001"], "a temporary checkpoint was left behind");
-    ok(args(runs.path(), "full", &["--epochs", "2", "--resume"]));
-    assert_eq!(metrics(&run), metrics(&runs.path().join("whole")));
+    ok(common::cli_args(
+        runs.path(),
+        "full",
+        100,
+        &["--epochs", "2", "--resume"],
+    ));
+    assert_eq!(common::records(&run), common::records(&runs.path().join("whole")));
 }
