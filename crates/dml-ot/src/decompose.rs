@@ -60,6 +60,17 @@ pub struct Decomposition {
 }
 
 impl Decomposition {
+    /// Each source location's share of the structural similarity, `Σ_j T*_ij S_ij` `[n]` (the
+    /// rows of Eq. 5's sum; they add up to [`Decomposition::structural_similarity`]).
+    pub fn source_contributions(&self) -> Vec<f64> {
+        let m = self.mu_target.len();
+        self.plan
+            .chunks(m)
+            .zip(self.similarity_matrix.chunks(m))
+            .map(|(t, s)| t.iter().zip(s).map(|(t, s)| t * s).sum())
+            .collect()
+    }
+
     /// The full record of location pair `(i, j)`.
     pub fn pair(&self, source: usize, target: usize) -> FlowPair {
         let m = self.mu_target.len();

@@ -326,6 +326,14 @@ fn decomposition_lists_flows_and_contributions() {
         .map(|(i, j)| dec.pair(i, j).contribution)
         .sum();
     assert!((total - dec.structural_similarity).abs() < 1e-12);
+    // Each source location's share is its row of those contributions.
+    let rows = dec.source_contributions();
+    assert_eq!(rows.len(), n);
+    for (i, r) in rows.iter().enumerate() {
+        let want: f64 = (0..n).map(|j| dec.pair(i, j).contribution).sum();
+        assert!((r - want).abs() < 1e-15, "row {i}: {r} vs {want}");
+    }
+    assert!((rows.iter().sum::<f64>() - dec.structural_similarity).abs() < 1e-12);
     assert!((dec.structural_distance - (1.0 - dec.structural_similarity)).abs() < 1e-9);
     assert_eq!(dec.top.len(), 5);
     assert!(dec.top.windows(2).all(|w| w[0].contribution >= w[1].contribution));

@@ -65,6 +65,29 @@ fn beside(out: &Path, suffix: &str) -> PathBuf {
     out.with_file_name(format!("{stem}{suffix}"))
 }
 
+/// The embeddings `[B, D]` of a batch `x` and `D`, read back; a non-finite one is an error naming
+/// its image (`name(row)`).
+fn embed_batch(
+    model: &dml_models::EmbeddingModel,
+    x: Tensor<4>,
+    name: impl Fn(usize) -> String,
+) -> Result<(Vec<f32>, usize), TrainError> {
+    let out = model.forward(x);
+    let dim = out.dims()[1];
+    let v = out
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .map_err(|e| TrainError::Argument(format!("reading the embeddings back: {e:?}")))?;
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(TrainError::Argument(format!(
+            "{}: its embedding is not finite",
+            name(i / dim.max(1))
+        )));
+    }
+    Ok((v, dim))
+}
+
 /// Embeds the images of `req` and writes the files (each atomically).
 pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOutcome, TrainError> {
     if req.batch_size == 0 {
@@ -119,19 +142,8 @@ pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOut
                     TensorData::new(values, [chunk.len(), 3, h as usize, w as usize]),
                     &run.device,
                 );
-                let out = run.model.forward(x);
-                dim = out.dims()[1];
-                let v = out
-                    .into_data()
-                    .convert::<f32>()
-                    .try_into_vec::<f32>()
-                    .map_err(|e| TrainError::Argument(format!("reading the embeddings back: {e:?}")))?;
-                if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-                    return Err(TrainError::Argument(format!(
-                        "{}: its embedding is not finite",
-                        chunk[i / dim.max(1)].display()
-                    )));
-                }
+                let v;
+                (v, dim) = embed_batch(&run.model, x, |i| chunk[i].display().to_string())?;
                 rows.push(&v, dim)?;
                 bar.step(None);
             }
@@ -164,23 +176,10 @@ pub fn run_embed(req: &EmbedRequest, progress: &dyn Progress) -> Result<EmbedOut
                 run.config.data.threads,
                 &run.device,
                 |images, items| {
-                    let out = run.model.forward(images);
-                    dim = out.dims()[1];
-                    let v = out
-                        .into_data()
-                        .convert::<f32>()
-                        .try_into_vec::<f32>()
-                        .map_err(|e| TrainError::Argument(format!("reading the embeddings back: {e:?}")))?;
-                    for (k, &item) in items.iter().enumerate() {
-                        let record = &manifest.records[ds.record_index(item)];
-                        if v[k * dim..(k + 1) * dim].iter().any(|x| !x.is_finite()) {
-                            return Err(TrainError::Argument(format!(
-                                "{}: its embedding is not finite",
-                                record.path
-                            )));
-                        }
-                        paths.push(manifest.image_path(record).display().to_string());
-                    }
+                    let record = |k: usize| &manifest.records[ds.record_index(items[k])];
+                    let v;
+                    (v, dim) = embed_batch(&run.model, images, |k| record(k).path.clone())?;
+                    paths.extend((0..items.len()).map(|k| manifest.image_path(record(k)).display().to_string()));
                     rows.push(&v, dim)?;
                     bar.step(None);
                     Ok(())

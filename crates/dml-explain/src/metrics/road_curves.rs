@@ -137,21 +137,17 @@ pub fn road_curve<E>(
 ) -> Result<Vec<f64>, DeletionError<E>> {
     check_len("image", image.len(), 3, h, w)?;
     check_road_fractions(fractions)?;
+    // The offending value: a pixel out of range or repeated, else a wrong length.
     let mut seen = vec![false; h * w];
-    for &p in order {
-        if p >= h * w || std::mem::replace(&mut seen[p], true) {
-            return Err(FaithError::Parameter {
-                name: "order",
-                value: p as f64,
-                reason: format!("must be a permutation of the {} pixels", h * w),
-            }
-            .into());
-        }
-    }
-    if order.len() != h * w {
+    let bad = order
+        .iter()
+        .find(|&&p| p >= h * w || std::mem::replace(&mut seen[p], true))
+        .map(|&p| p as f64)
+        .or((order.len() != h * w).then_some(order.len() as f64));
+    if let Some(value) = bad {
         return Err(FaithError::Parameter {
             name: "order",
-            value: order.len() as f64,
+            value,
             reason: format!("must be a permutation of the {} pixels", h * w),
         }
         .into());

@@ -11,13 +11,14 @@ use dml_explain::saliency::smoothgrad::{MapOrder, smoothgrad};
 use dml_explain::{AlphaMethod, TupleKind, similarity_attention, upsample_bilinear};
 use dml_losses::Distance;
 use dml_models::EmbeddingModel;
-use dml_ot::{GridPool, GridPoolConfig, Structural, StructuralConfig, to_locations};
+use dml_ot::{GridPool, GridPoolConfig, Structural, StructuralConfig};
 use dml_train::{RunModel, TrainError};
 
 use crate::attention::similarity_method;
 use crate::avsl::avsl_attribution_map;
 use crate::error::InspectError;
 use crate::io::{TupleImages, values};
+use crate::report::pair::decompose_pair;
 
 /// Settings of the methods that have any.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,27 +166,10 @@ impl Methods {
         let (h, w) = (pair.height, pair.width);
         let x = Tensor::<4>::from_data(TensorData::new(pair.values.clone(), [2, 3, h, w]), &self.run.device);
         let (_, maps) = self.run.model.forward_with_features(x);
-        let locals = self
-            .run
-            .model
-            .head
-            .project_locations(to_locations(self.pool.forward(maps.last().clone())));
-        let [_, n, dim] = locals.dims();
-        let locals = values(locals);
+        let d = decompose_pair(&self.run.model, &self.pool, &self.structural, maps.last().clone(), 1)?;
         let g = self.pool.grid();
-        let d = self
-            .structural
-            .decompose(&locals[..n * dim], [g, g], &locals[n * dim..], [g, g], dim, 1)
-            .map_err(|e| InspectError::structural("DIML structural similarity", e))?;
-        let m = d.mu_target.len();
         let marginal: Vec<f32> = d.mu_source.iter().map(|&v| v as f32).collect();
-        let flow: Vec<f32> = (0..n)
-            .map(|i| {
-                (0..m)
-                    .map(|j| d.plan[i * m + j] * d.similarity_matrix[i * m + j])
-                    .sum::<f64>() as f32
-            })
-            .collect();
+        let flow: Vec<f32> = d.source_contributions().iter().map(|&v| v as f32).collect();
         Ok((
             resize_bilinear(&marginal, g, g, h, w)?,
             resize_bilinear(&flow, g, g, h, w)?,

@@ -19,7 +19,7 @@ use dml_explain::saliency::smoothgrad::{MapOrder, black_image_tensor, smoothgrad
 use dml_explain::{AlphaMethod, TupleKind, similarity_attention};
 use dml_losses::Distance;
 use dml_models::EmbeddingModel;
-use dml_ot::{GridPool, GridPoolConfig, Structural, StructuralConfig, to_locations};
+use dml_ot::{Decomposition, GridPool, GridPoolConfig, Structural, StructuralConfig, to_locations};
 use dml_train::{Progress, RunModel, TrainError, data};
 
 use crate::attention::similarity_method;
@@ -31,6 +31,25 @@ use super::figures;
 use super::pair_report::{
     AttentionPair, Availability, AvslPairReport, DimlPair, GlobalSimilarity, PairReport, ReportOptions, SaliencyPair,
 };
+
+/// DIML's decomposition of a pair from its last feature maps `[2, C, h, w]`: reduced to the
+/// `G × G` grid of `pool` and projected by the head at every location (Eq. 2), as `train eval
+/// --diml-k` does, then matched by `structural`, listing the `top` strongest flows.
+pub(crate) fn decompose_pair(
+    model: &EmbeddingModel,
+    pool: &GridPool,
+    structural: &Structural,
+    last: Tensor<4>,
+    top: usize,
+) -> Result<Decomposition, InspectError> {
+    let locals = model.head.project_locations(to_locations(pool.forward(last)));
+    let [_, n, dim] = locals.dims();
+    let locals = values(locals);
+    let g = pool.grid();
+    structural
+        .decompose(&locals[..n * dim], [g, g], &locals[n * dim..], [g, g], dim, top)
+        .map_err(|e| InspectError::structural("DIML structural similarity", e))
+}
 
 /// The model and methods of one report, set up once for all the pairs it explains.
 pub struct PairExplainer<'a> {
@@ -230,25 +249,8 @@ impl<'a> PairExplainer<'a> {
     /// and projected by the head's linear layer at every location (Eq. 2), as `train eval
     /// --diml-k` does.
     fn diml(&self, last: Tensor<4>, cosine: f32) -> Result<DimlPair, InspectError> {
-        let locals = self
-            .run
-            .model
-            .head
-            .project_locations(to_locations(self.pool.forward(last)));
-        let [_, n, dim] = locals.dims();
-        let locals = values(locals);
         let g = self.pool.grid();
-        let d = self
-            .structural
-            .decompose(
-                &locals[..n * dim],
-                [g, g],
-                &locals[n * dim..],
-                [g, g],
-                dim,
-                self.options.flows,
-            )
-            .map_err(|e| InspectError::structural("DIML structural similarity", e))?;
+        let d = decompose_pair(&self.run.model, &self.pool, &self.structural, last, self.options.flows)?;
         Ok(DimlPair {
             grid: g,
             structural_similarity: d.structural_similarity,
